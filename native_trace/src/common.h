@@ -1,0 +1,51 @@
+// Host-side helpers shared by both passes. This header includes neither cupti.h nor
+// sanitizer.h: the two cannot share a translation unit (both define CUDA_MEMCPY2D_v1_st).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+namespace uvmt {
+
+constexpr const char* kVersion = "0.1.0";
+
+// Raw output of one pass of one process: <dir>/<pass>.<pid>.jsonl (one JSON object per line)
+// and, for the page pass, <dir>/<pass>.<pid>.bin (uvmt_rec records). Every line is handed to
+// the kernel with write(2) at once, so a crash loses at most the line being built.
+class RawWriter {
+ public:
+  bool open(const std::string& dir, const std::string& pass, bool with_bin);
+  void line(const std::string& json);             // appends '\n'
+  uint64_t append_bin(const void* data, size_t bytes);  // returns the offset written at
+  bool ok() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  int bin_fd_ = -1;
+  uint64_t bin_off_ = 0;
+  std::string path_;
+  std::mutex mu_;
+};
+
+RawWriter& writer();
+
+std::string json_str(const std::string& s);        // quoted, escaped JSON string
+std::string demangle(const char* name);             // as is when it is not a C++ mangled name
+uint64_t now_ns();                                   // CLOCK_REALTIME
+[[noreturn]] void fatal(const char* fmt, ...);
+void warn(const char* fmt, ...);
+bool env_flag(const char* name, bool dflt);
+uint64_t env_u64(const char* name, uint64_t dflt);
+
+// Dense ids for CUstream handles: the legacy default stream (nullptr) is 0, others are
+// numbered in order of first sight. Thread-safe.
+int64_t stream_id(const void* handle);
+
+// Entry points of the passes (defined in pages_pass.cpp / timing_pass.cpp or their stubs).
+int pages_pass_init();
+int timing_pass_init();
+bool pages_pass_available();
+
+}  // namespace uvmt

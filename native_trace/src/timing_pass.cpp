@@ -1,0 +1,216 @@
+// Timing pass: CUPTI activity records give every kernel's uninstrumented start and end on the
+// GPU. Before each launch, live managed allocations are prefetched to the launching device and
+// waited for, so a kernel's duration holds no UVM faults (trace-format.md, kernels.duration_ns).
+// Optionally (UVMTRACE_UM_COUNTERS=1) it tries CUPTI's unified-memory counters.
+//
+// Raw output: timing.<pid>.jsonl with one "kact" line per kernel activity record.
+#include <cupti.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common.h"
+
+namespace uvmt {
+namespace {
+
+std::mutex g_mu;
+std::map<uint64_t, uint64_t> g_managed;  // live managed allocations: base -> size
+bool g_prefetch = true;
+bool g_um = false;
+bool g_um_enabled = false;
+uint64_t g_prefetches = 0, g_prefetch_errors = 0, g_kernels = 0, g_um_records = 0, g_dropped_records = 0;
+thread_local int t_launch_depth = 0;  // >0 inside a launch call (runtime wraps driver)
+
+typedef CUresult (*PrefetchV2Fn)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
+typedef CUresult (*CtxGetDeviceFn)(CUdevice*);
+typedef CUresult (*StreamSyncFn)(CUstream);
+PrefetchV2Fn p_prefetch = nullptr;
+CtxGetDeviceFn p_ctx_get_device = nullptr;
+StreamSyncFn p_stream_sync = nullptr;
+
+const char* cstr(CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  return s ? s : "?";
+}
+
+void resolve_driver() {
+  if (p_prefetch) return;
+  p_prefetch = (PrefetchV2Fn)dlsym(RTLD_DEFAULT, "cuMemPrefetchAsync_v2");
+  p_ctx_get_device = (CtxGetDeviceFn)dlsym(RTLD_DEFAULT, "cuCtxGetDevice");
+  p_stream_sync = (StreamSyncFn)dlsym(RTLD_DEFAULT, "cuStreamSynchronize");
+}
+
+// Makes the managed allocations resident on this thread's device before a launch.
+void prefetch_managed() {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_prefetch || g_managed.empty()) return;
+  resolve_driver();
+  if (!p_prefetch || !p_ctx_get_device || !p_stream_sync) {
+    if (g_prefetch_errors++ == 0) warn("timing pass: cuMemPrefetchAsync_v2 not found; managed kernels are timed with their faults");
+    return;
+  }
+  CUdevice dev = 0;
+  if (p_ctx_get_device(&dev) != CUDA_SUCCESS) return;
+  CUmemLocation loc;
+  memset(&loc, 0, sizeof loc);
+  loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  loc.id = dev;
+  for (auto& kv : g_managed) {
+    ++g_prefetches;
+    if (p_prefetch((CUdeviceptr)kv.first, (size_t)kv.second, loc, 0, nullptr) != CUDA_SUCCESS) ++g_prefetch_errors;
+  }
+  // The legacy stream would order this before blocking streams only; wait instead so the
+  // kernel on any stream finds its pages resident.
+  if (p_stream_sync(nullptr) != CUDA_SUCCESS) ++g_prefetch_errors;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
+  *size = 8u << 20;
+  *buf = (uint8_t*)aligned_alloc(8, *size);
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+  CUpti_Activity* r = nullptr;
+  while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      auto* k = (const CUpti_ActivityKernel10*)r;
+      ++g_kernels;
+      std::string mangled = k->name ? k->name : "?";
+      writer().line("{\"t\":\"kact\",\"corr\":" + std::to_string(k->correlationId) + ",\"name\":" + json_str(demangle(mangled.c_str())) +
+                    ",\"mangled\":" + json_str(mangled) + ",\"start\":" + std::to_string(k->start) + ",\"end\":" + std::to_string(k->end) +
+                    ",\"grid\":\"" + std::to_string(k->gridX) + "," + std::to_string(k->gridY) + "," + std::to_string(k->gridZ) +
+                    "\",\"block\":\"" + std::to_string(k->blockX) + "," + std::to_string(k->blockY) + "," + std::to_string(k->blockZ) +
+                    "\",\"stream\":" + std::to_string(k->streamId) + ",\"graph\":" + std::to_string(k->graphId) +
+                    ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) + "}");
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
+      auto* u = (const CUpti_ActivityUnifiedMemoryCounter3*)r;
+      ++g_um_records;
+      writer().line("{\"t\":\"um\",\"counter\":" + std::to_string((int)u->counterKind) + ",\"value\":" + std::to_string(u->value) +
+                    ",\"start\":" + std::to_string(u->start) + ",\"end\":" + std::to_string(u->end) + ",\"address\":" +
+                    std::to_string(u->address) + ",\"src\":" + std::to_string(u->srcId) + ",\"dst\":" + std::to_string(u->dstId) +
+                    ",\"stream\":" + std::to_string(u->streamId) + ",\"flags\":" + std::to_string(u->flags) + "}");
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped) g_dropped_records += dropped;
+  free(buf);
+}
+
+// Tries one way to switch the unified-memory counters on; returns the enable result.
+CUptiResult try_um(CUpti_ActivityUnifiedMemoryCounterScope scope, const char* when) {
+  CUpti_ActivityUnifiedMemoryCounterConfig c[4];
+  memset(c, 0, sizeof c);
+  CUpti_ActivityUnifiedMemoryCounterKind kinds[4] = {
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT};
+  for (int i = 0; i < 4; ++i) {
+    c[i].scope = scope;
+    c[i].kind = kinds[i];
+    c[i].deviceId = 0;
+    c[i].enable = 1;
+  }
+  CUptiResult rc_cfg = cuptiActivityConfigureUnifiedMemoryCounter(c, 4);
+  CUptiResult rc_en = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+  writer().line(std::string("{\"t\":\"um_attempt\",\"when\":\"") + when + "\",\"scope\":" + std::to_string((int)scope) +
+                ",\"configure\":" + std::to_string((int)rc_cfg) + ",\"configure_msg\":" + json_str(cstr(rc_cfg)) +
+                ",\"enable\":" + std::to_string((int)rc_en) + ",\"enable_msg\":" + json_str(cstr(rc_en)) + "}");
+  if (rc_en == CUPTI_SUCCESS) g_um_enabled = true;
+  return rc_en;
+}
+
+void on_launch_enter() {
+  if (t_launch_depth++ == 0) prefetch_managed();
+}
+void on_launch_exit() {
+  if (t_launch_depth > 0) --t_launch_depth;
+}
+
+void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && g_um && !g_um_enabled) {
+      if (try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, "context_created") != CUPTI_SUCCESS)
+        try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES, "context_created");
+    }
+    return;
+  }
+  auto* cb = (const CUpti_CallbackData*)data;
+  bool enter = cb->callbackSite == CUPTI_API_ENTER;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+        if (!enter && *(const CUresult*)cb->functionReturnValue == CUDA_SUCCESS) {
+          auto* p = (const cuMemAllocManaged_params*)cb->functionParams;
+          std::lock_guard<std::mutex> g(g_mu);
+          g_managed[(uint64_t)*p->dptr] = (uint64_t)p->bytesize;
+        }
+        return;
+      case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+        if (enter) {
+          auto* p = (const cuMemFree_v2_params*)cb->functionParams;
+          std::lock_guard<std::mutex> g(g_mu);
+          g_managed.erase((uint64_t)p->dptr);
+        }
+        return;
+      default:  // one of the launch calls
+        enter ? on_launch_enter() : on_launch_exit();
+        return;
+    }
+  }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter() : on_launch_exit();
+}
+
+void at_exit() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  writer().line("{\"t\":\"end\",\"kernels\":" + std::to_string(g_kernels) + ",\"prefetches\":" + std::to_string(g_prefetches) +
+                ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) + ",\"um_records\":" + std::to_string(g_um_records) +
+                ",\"dropped_records\":" + std::to_string(g_dropped_records) + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+}
+
+void need(CUptiResult r, const char* what) {
+  if (r != CUPTI_SUCCESS) fatal("%s failed: %s (%d)", what, cstr(r), (int)r);
+}
+
+}  // namespace
+
+int timing_pass_init() {
+  g_prefetch = env_flag("UVMTRACE_PREFETCH_MANAGED", true);
+  g_um = env_flag("UVMTRACE_UM_COUNTERS", false);
+  writer().line("{\"t\":\"meta\",\"pass\":\"timing\",\"version\":" + json_str(kVersion) + ",\"prefetch_managed\":" +
+                (g_prefetch ? "true" : "false") + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+  if (g_um) {
+    if (try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, "init") != CUPTI_SUCCESS)
+      try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES, "init");
+  }
+  need(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+  need(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
+  CUpti_SubscriberHandle sub;
+  CUptiResult r = cuptiSubscribe(&sub, callback, nullptr);
+  if (r != CUPTI_SUCCESS) fatal("cuptiSubscribe failed: %s (%d); is another CUPTI client (a profiler) attached?", cstr(r), (int)r);
+  const CUpti_CallbackId drv[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+  for (auto id : drv) need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id), "cuptiEnableCallback(driver)");
+  const CUpti_CallbackId rt[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000};
+  for (auto id : rt) need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id), "cuptiEnableCallback(runtime)");
+  if (g_um) need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED), "cuptiEnableCallback(resource)");
+  atexit(at_exit);
+  return 0;
+}
+
+}  // namespace uvmt

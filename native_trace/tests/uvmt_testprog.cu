@@ -1,0 +1,208 @@
+// CUDA program whose page sets are known exactly; tests/gpu/test_collector.py traces it and
+// checks every kernel's pages, flags and counts. Buffers have distinct sizes so the test can
+// find them in the trace's allocation table.
+//
+//   uvmt_testprog all     every scenario below, prints checksums
+//   uvmt_testprog crash   one kernel, then abort()
+//   uvmt_testprog exit3   one kernel, then exit status 3
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+      exit(2);                                                                              \
+    }                                                                                       \
+  } while (0)
+
+__global__ void k_seq_write(float* a, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) a[i] = (float)(i % 1000);
+}
+__global__ void k_strided_read(const float* a, float* out, size_t m, size_t stride) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < m) out[i] = a[i * stride];
+}
+__global__ void k_random_read(const float* a, const unsigned* idx, float* out, size_t m) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < m) out[i] = a[idx[i]];
+}
+__global__ void k_rmw(float* a, size_t lo, size_t hi) {
+  size_t i = lo + blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < hi) a[i] += 1.0f;
+}
+__global__ void k_atomics(unsigned* ctr, unsigned* flag, size_t m) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < m) {
+    unsigned old = atomicAdd(&ctr[(i % 4) * 1024], 1u);
+    if (old == 0xFFFFFFFFu) flag[0] = 1;  // never true; keeps the returning form of the atomic
+  }
+}
+__global__ void k_fill(float* a, size_t n, float v) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) a[i] = v;
+}
+__global__ void k_scale(const float* src, float* dst, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = 2.0f * src[i];
+}
+
+static unsigned grid_for(size_t n) { return (unsigned)((n + 255) / 256); }
+
+static double sum(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return s;
+}
+
+static void prefetch(void* p, size_t bytes, int dev, cudaStream_t s) {
+#if CUDART_VERSION >= 13000
+  cudaMemLocation loc{};
+  loc.type = dev >= 0 ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  loc.id = dev >= 0 ? dev : 0;
+  CK(cudaMemPrefetchAsync(p, bytes, loc, 0, s));
+#else
+  CK(cudaMemPrefetchAsync(p, bytes, dev >= 0 ? dev : cudaCpuDeviceId, s));
+#endif
+}
+
+static void advise(void* p, size_t bytes, cudaMemoryAdvise a, int dev) {
+#if CUDART_VERSION >= 13000
+  cudaMemLocation loc{};
+  loc.type = dev >= 0 ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  loc.id = dev >= 0 ? dev : 0;
+  CK(cudaMemAdvise(p, bytes, a, loc));
+#else
+  CK(cudaMemAdvise(p, bytes, a, dev >= 0 ? dev : cudaCpuDeviceId));
+#endif
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "all";
+  const size_t KiB = 1024, MiB = 1024 * KiB;
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+
+  // A: 4 MiB, 1024 pages, sequential write
+  const size_t nA = 4 * MiB / 4;
+  float* A;
+  CK(cudaMalloc(&A, 4 * MiB));
+  k_seq_write<<<grid_for(nA), 256>>>(A, nA);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  if (strcmp(mode, "crash") == 0) abort();
+  if (strcmp(mode, "exit3") == 0) return 3;
+
+  // B: 12 KiB; strided read of A, one float every 64 KiB -> pages 0,16,...,1008 of A
+  const size_t mB = 64, stride = 64 * KiB / 4;
+  float* B;
+  CK(cudaMalloc(&B, 12 * KiB));
+  k_strided_read<<<1, 256>>>(A, B, mB, stride);
+
+  // C: 20 KiB out, I: 12 KiB indices; seeded random reads of A (LCG, seed 12345)
+  const size_t mC = 2000;
+  std::vector<unsigned> idx(mC);
+  unsigned long long x = 12345;
+  for (size_t i = 0; i < mC; ++i) {
+    x = (x * 1103515245ull + 12345ull) % 2147483648ull;
+    idx[i] = (unsigned)(x % nA);
+  }
+  unsigned* I;
+  float* C;
+  CK(cudaMalloc(&I, 12 * KiB + 4 * KiB));
+  CK(cudaMalloc(&C, 20 * KiB));
+  CK(cudaMemcpy(I, idx.data(), mC * 4, cudaMemcpyHostToDevice));
+  k_random_read<<<grid_for(mC), 256>>>(A, I, C, mC);
+
+  // read-modify-write of A[100*1024, 109*1024+512): pages 100..109 of A
+  const size_t lo = 100 * 1024, hi = 109 * 1024 + 512;
+  k_rmw<<<grid_for(hi - lo), 256>>>(A, lo, hi);
+
+  // D: 24 KiB counters, atomics on pages 0..3; Fl: 28 KiB flag (never written)
+  unsigned *D, *Fl;
+  CK(cudaMalloc(&D, 24 * KiB));
+  CK(cudaMalloc(&Fl, 28 * KiB));
+  CK(cudaMemset(D, 0, 24 * KiB));
+  k_atomics<<<grid_for(4096), 256>>>(D, Fl, 4096);
+  CK(cudaDeviceSynchronize());
+
+  // two streams: E (1 MiB) on s1, F (512 KiB) on s2
+  cudaStream_t s1, s2;
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  float *E, *F;
+  CK(cudaMalloc(&E, 1 * MiB));
+  CK(cudaMalloc(&F, 512 * KiB));
+  k_fill<<<grid_for(MiB / 4), 256, 0, s1>>>(E, MiB / 4, 1.0f);
+  k_fill<<<grid_for(128 * KiB), 256, 0, s2>>>(F, 128 * KiB, 2.0f);
+  CK(cudaStreamSynchronize(s1));
+  CK(cudaStreamSynchronize(s2));
+
+  // a CUDA graph of two kernels, launched twice: G (256 KiB) filled, H (260 KiB) = 2*G
+  float *G, *H;
+  CK(cudaMalloc(&G, 256 * KiB));
+  CK(cudaMalloc(&H, 260 * KiB));
+  const size_t nG = 256 * KiB / 4;
+  cudaGraph_t graph;
+  cudaGraphExec_t gexec;
+  CK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  k_fill<<<grid_for(nG), 256, 0, s1>>>(G, nG, 3.0f);
+  k_scale<<<grid_for(nG), 256, 0, s1>>>(G, H, nG);
+  CK(cudaStreamEndCapture(s1, &graph));
+  CK(cudaGraphInstantiate(&gexec, graph, 0));
+  CK(cudaGraphLaunch(gexec, s1));
+  CK(cudaGraphLaunch(gexec, s1));
+  CK(cudaStreamSynchronize(s1));
+
+  // managed M: 2 MiB, host-initialised, hints, prefetches, then written by the GPU
+  float* M;
+  const size_t nM = 2 * MiB / 4;
+  CK(cudaMallocManaged(&M, 2 * MiB));
+  for (size_t i = 0; i < nM; ++i) M[i] = 0.5f;
+  advise(M, 2 * MiB, cudaMemAdviseSetReadMostly, dev);
+  advise(M, 2 * MiB, cudaMemAdviseSetPreferredLocation, dev);
+  advise(M, 2 * MiB, cudaMemAdviseSetAccessedBy, dev);
+  prefetch(M, 2 * MiB, dev, 0);
+  advise(M, 2 * MiB, cudaMemAdviseUnsetReadMostly, dev);
+  k_seq_write<<<grid_for(nM), 256>>>(M, nM);
+  CK(cudaDeviceSynchronize());
+  prefetch(M, 1 * MiB, -1, 0);
+  CK(cudaDeviceSynchronize());
+  double msum = 0;
+  for (size_t i = 0; i < nM; ++i) msum += M[i];
+
+  // copies and a memset: H2D into E, D2D A->F, memset of E, D2H of results
+  std::vector<float> host(64 * KiB, 7.0f);
+  CK(cudaMemcpy(E, host.data(), 64 * KiB * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpyAsync(F, A, 256 * KiB, cudaMemcpyDeviceToDevice, s2));
+  CK(cudaStreamSynchronize(s2));
+  CK(cudaMemset(E, 0, 4 * KiB));
+  std::vector<float> hB(mB), hC(mC), hA(nA), hH(nG), hF(128 * KiB);
+  std::vector<unsigned> hD(6 * KiB);
+  CK(cudaMemcpy(hB.data(), B, mB * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hC.data(), C, mC * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hA.data(), A, nA * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hH.data(), H, nG * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hF.data(), F, 128 * KiB * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hD.data(), D, 24 * KiB, cudaMemcpyDeviceToHost));
+  printf("checksum B %.1f\n", sum(hB));
+  printf("checksum C %.1f\n", sum(hC));
+  printf("checksum A %.1f\n", sum(hA));
+  printf("checksum H %.1f\n", sum(hH));
+  printf("checksum F %.1f\n", sum(hF));
+  printf("checksum D %u %u %u %u\n", hD[0], hD[1024], hD[2048], hD[3072]);
+  printf("checksum M %.1f\n", msum);
+
+  CK(cudaGraphExecDestroy(gexec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(s1));
+  CK(cudaStreamDestroy(s2));
+  for (void* p : {(void*)A, (void*)B, (void*)C, (void*)I, (void*)D, (void*)Fl, (void*)E, (void*)F, (void*)G, (void*)H, (void*)M}) CK(cudaFree(p));
+  return 0;
+}

@@ -1,0 +1,220 @@
+"""The collector against CUDA programs whose page sets are known exactly (GPU only)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uvmsim import load_trace
+from uvmsim.record import record
+
+pytestmark = pytest.mark.gpu
+REPO = Path(__file__).resolve().parents[2]
+KiB, MiB = 1024, 1024 * 1024
+
+
+def _tables(trace_dir: Path):
+    import pyarrow.parquet as pq
+    t = {n: pq.read_table(trace_dir / f"{n}.parquet").to_pandas()
+         for n in ("allocations", "events", "kernels", "accesses")}
+    t["manifest"] = json.loads((trace_dir / "manifest.json").read_text())
+    return t
+
+
+def _pages(counts: Counter, addrs: np.ndarray, flag: int, flags: dict) -> None:
+    """Adds one access per address (4-byte elements) to the expected page counts/flags."""
+    pages, n = np.unique(addrs.astype(np.uint64) >> np.uint64(12), return_counts=True)
+    for p, c in zip(pages.tolist(), n.tolist()):
+        counts[p] += c
+        flags[p] = flags.get(p, 0) | flag
+
+
+def _check_kernel(t, kid: int, expect: list[tuple[np.ndarray, int]]) -> None:
+    counts: Counter = Counter()
+    flags: dict = {}
+    for addrs, flag in expect:
+        _pages(counts, addrs, flag, flags)
+    acc = t["accesses"]
+    rows = acc[acc.kernel_id == kid]
+    got = {int(p): (int(c), int(f)) for p, c, f in zip(rows["page"], rows["count"], rows["flags"])}
+    want = {p: (counts[p], flags[p]) for p in counts}
+    name = t["kernels"].name[kid]
+    missing = sorted(set(want) - set(got))[:5]
+    extra = sorted(set(got) - set(want))[:5]
+    assert set(got) == set(want), f"kernel {kid} {name}: missing pages {missing}, extra {extra}"
+    wrong = [(p, got[p], want[p]) for p in want if got[p] != want[p]][:5]
+    assert not wrong, f"kernel {kid} {name}: (page, got (count, flags), want): {wrong}"
+    assert sorted(rows["order"].tolist()) == list(range(len(rows))), f"kernel {kid}: order is not a rank"
+
+
+@pytest.fixture(scope="module")
+def prog_trace(collector, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prog")
+    prog = collector["prog"]
+    plain = subprocess.run([str(prog), "all"], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp / "prog.uvmtrace"
+    # each pass writes the program's stdout next to its raw files, for the comparison
+    cmd = ["sh", "-c", f'exec "{prog}" all > "$UVMTRACE_OUT/stdout.txt"']
+    status = record(out, cmd, "both", lib=collector["lib"], keep_raw=tmp / "raw")
+    return {"status": status, "trace": out, "t": _tables(out), "plain": plain.stdout,
+            "raw": tmp / "raw"}
+
+
+def test_program_output_unchanged(prog_trace):
+    assert prog_trace["status"] == 0
+    for p in ("pages", "timing"):
+        traced = (prog_trace["raw"] / p / "stdout.txt").read_text()
+        assert traced == prog_trace["plain"], f"{p} pass changed the program's output"
+
+
+def test_manifest_and_join(prog_trace):
+    src = prog_trace["t"]["manifest"]["source"]
+    assert src["complete"] is True and src["exit_status"] == 0
+    assert src["join"]["status"] == "ok"
+    assert src["dropped_accesses_device"] == 0
+    assert src["access_rows_dropped_outside_live_allocations"] == 0
+    for key in ("gpu", "driver", "command", "date", "collector_version"):
+        assert src.get(key), f"manifest source lacks {key}"
+    k = prog_trace["t"]["kernels"]
+    assert k.duration_ns.notna().all() and (k.duration_ns > 0).all()
+    load_trace(prog_trace["trace"])  # validates the whole trace
+
+
+def _allocs(t) -> dict:
+    a = t["allocations"]
+    by = {}
+    for sz, name in ((4 * MiB, "A"), (12 * KiB, "B"), (16 * KiB, "I"), (20 * KiB, "C"),
+                     (24 * KiB, "D"), (28 * KiB, "Fl"), (1 * MiB, "E"), (512 * KiB, "F"),
+                     (256 * KiB, "G"), (260 * KiB, "H"), (2 * MiB, "M")):
+        rows = a[(a["size"] == sz) & (a["name"].isna())]
+        assert len(rows) == 1, f"expected one allocation of {sz} bytes ({name}), got {len(rows)}"
+        by[name] = rows.iloc[0]
+    return by
+
+
+def test_kernel_sequence_and_pages(prog_trace):
+    t = prog_trace["t"]
+    al = _allocs(t)
+    assert al["M"]["kind"] == "managed"
+    assert all(al[n]["kind"] == "device" for n in "ABCDEFGHI")
+    names = [n.split("(")[0] for n in t["kernels"].name]
+    assert names == ["k_seq_write", "k_strided_read", "k_random_read", "k_rmw", "k_atomics",
+                     "k_fill", "k_fill", "k_fill", "k_scale", "k_fill", "k_scale",
+                     "k_seq_write"]
+    base = {n: int(al[n]["base"]) for n in al}
+    f4 = lambda name, idx: base[name] + 4 * np.asarray(idx, dtype=np.int64)  # noqa: E731
+    nA = 4 * MiB // 4
+    _check_kernel(t, 0, [(f4("A", np.arange(nA)), 2)])
+    _check_kernel(t, 1, [(f4("A", np.arange(64) * 16384), 1), (f4("B", np.arange(64)), 2)])
+    x, idx = 12345, []
+    for _ in range(2000):
+        x = (x * 1103515245 + 12345) % 2147483648
+        idx.append(x % nA)
+    _check_kernel(t, 2, [(f4("I", np.arange(2000)), 1), (f4("A", idx), 1),
+                         (f4("C", np.arange(2000)), 2)])
+    rng = np.arange(100 * 1024, 109 * 1024 + 512)
+    _check_kernel(t, 3, [(f4("A", rng), 1), (f4("A", rng), 2)])
+    _check_kernel(t, 4, [(f4("D", (np.arange(4096) % 4) * 1024), 7)])
+    _check_kernel(t, 5, [(f4("E", np.arange(MiB // 4)), 2)])
+    _check_kernel(t, 6, [(f4("F", np.arange(128 * KiB)), 2)])
+    nG = 256 * KiB // 4
+    for k in (7, 9):
+        _check_kernel(t, k, [(f4("G", np.arange(nG)), 2)])
+        _check_kernel(t, k + 1, [(f4("G", np.arange(nG)), 1), (f4("H", np.arange(nG)), 2)])
+    _check_kernel(t, 11, [(f4("M", np.arange(2 * MiB // 4)), 2)])
+
+
+def test_streams(prog_trace):
+    ev = prog_trace["t"]["events"]
+    kev = ev[ev.op == "kernel"].reset_index(drop=True)
+    s = kev.stream.tolist()
+    assert s[0] == 0, "default-stream launch should be stream 0"
+    assert s[5] != s[6] and s[5] != 0 and s[6] != 0, f"two streams expected, got {s[5:7]}"
+    assert s[7] == s[8] == s[9] == s[10], "graph kernels report the graph's stream"
+
+
+def test_events_copies_hints(prog_trace):
+    t = prog_trace["t"]
+    ev, al = t["events"], _allocs(t)
+    M = int(al["M"]["base"])
+    adv = ev[ev.op == "advise"]
+    assert adv.arg.tolist() == ["set_read_mostly", "set_preferred_location_gpu",
+                                "set_accessed_by_gpu", "unset_read_mostly"]
+    assert (adv.addr == M).all() and (adv["size"] == 2 * MiB).all()
+    pf = ev[ev.op == "prefetch"]
+    assert pf.arg.tolist() == ["gpu", "cpu"]
+    assert pf["size"].tolist() == [2 * MiB, 1 * MiB] and (pf.addr == M).all()
+    # the GPU prefetch comes before the managed kernel, the CPU one after
+    kseq = ev[(ev.op == "kernel")].seq.tolist()[-1]
+    assert pf.seq.iloc[0] < kseq < pf.seq.iloc[1]
+    h = ev[ev.op == "memcpy_htod"]
+    assert {(int(a), int(s)) for a, s in zip(h.addr, h["size"])} >= {
+        (int(al["I"]["base"]), 8000), (int(al["E"]["base"]), 256 * KiB)}
+    d = ev[ev.op == "memcpy_dtod"]
+    assert (int(al["F"]["base"]), 256 * KiB) in {(int(a), int(s)) for a, s in zip(d.addr, d["size"])}
+    o = ev[ev.op == "memcpy_dtoh"]
+    assert (int(al["B"]["base"]), 256) in {(int(a), int(s)) for a, s in zip(o.addr, o["size"])}
+    ms = ev[ev.op == "memset"]
+    assert {(int(a), int(s)) for a, s in zip(ms.addr, ms["size"])} >= {
+        (int(al["D"]["base"]), 24 * KiB), (int(al["E"]["base"]), 4 * KiB)}
+    assert (ev.op == "sync").sum() >= 3
+    frees = ev[ev.op == "free"].alloc_id.tolist()
+    for n in al:
+        assert int(al[n]["alloc_id"]) in frees, f"{n} was not freed in the trace"
+
+
+def test_crash_leaves_incomplete_trace(collector, tmp_path):
+    out = tmp_path / "crash.uvmtrace"
+    status = record(out, [str(collector["prog"]), "crash"], "both", lib=collector["lib"])
+    assert status == 134  # SIGABRT
+    t = _tables(out)
+    src = t["manifest"]["source"]
+    assert src["complete"] is False and src["incomplete_reasons"]
+    assert len(t["kernels"]) == 1 and len(t["accesses"]) == 1024
+
+
+def test_exit_status_returned(collector, tmp_path):
+    out = tmp_path / "exit3.uvmtrace"
+    assert record(out, [str(collector["prog"]), "exit3"], "both", lib=collector["lib"]) == 3
+    src = _tables(out)["manifest"]["source"]
+    assert src["complete"] is True and src["exit_status"] == 3
+
+
+def test_preload_injection(collector, tmp_path):
+    out = tmp_path / "preload.uvmtrace"
+    st = record(out, [str(collector["prog"]), "exit3"], "pages", lib=collector["lib"],
+                inject="preload")
+    assert st == 3
+    t = _tables(out)
+    assert len(t["kernels"]) == 1 and len(t["accesses"]) == 1024
+
+
+def test_torch_training_loop(collector, tmp_path):
+    script = REPO / "native_trace" / "tests" / "torch_train.py"
+    args = [sys.executable, str(script), "--model", "mlp", "--batch", "64", "--steps", "3"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    losses = [ln for ln in plain.stdout.splitlines() if ln.startswith("step ")]
+    assert len(losses) == 3
+    out = tmp_path / "mlp.uvmtrace"
+    cmd = ["sh", "-c", "exec " + " ".join(f'"{a}"' for a in args) + ' > "$UVMTRACE_OUT/stdout.txt"']
+    assert record(out, cmd, "both", lib=collector["lib"], keep_raw=tmp_path / "raw") == 0
+    for p in ("pages", "timing"):
+        got = [ln for ln in (tmp_path / "raw" / p / "stdout.txt").read_text().splitlines()
+               if ln.startswith("step ")]
+        assert got == losses, f"{p} pass changed the losses"
+    t = _tables(out)
+    src = t["manifest"]["source"]
+    assert src["join"]["status"] == "ok", src["join"]
+    assert src["dropped_accesses_device"] == 0
+    k = t["kernels"]
+    assert len(k) >= 20 and k.duration_ns.notna().all()
+    touched = t["accesses"].kernel_id.nunique()
+    assert touched == len(k), f"{len(k) - touched} kernels recorded no page"
+    load_trace(out)

@@ -1,0 +1,23 @@
+"""Time of one transfer over the link (shared by the engine and the reference model)."""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .state import HW_BW_A, HW_BW_B, HW_XFER_LAT_NS
+
+_TWO_OVER_PI = 2.0 / math.pi
+
+
+@njit(cache=True)
+def transfer_ns(hw, nbytes):
+    """Latency + bytes / bandwidth(size), bandwidth = 2a/pi * atan(b * KiB) GB/s.
+
+    The curve is UVMSmart's (gpgpu-sim_UVMSmart, src/gpgpu-sim/gpu-sim.cc); 1 GB/s moves
+    one byte per nanosecond.
+    """
+    if nbytes <= 0:
+        return 0.0
+    gbps = _TWO_OVER_PI * hw[HW_BW_A] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
+    return hw[HW_XFER_LAT_NS] + nbytes / gbps

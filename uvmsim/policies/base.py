@@ -1,0 +1,143 @@
+"""Policy descriptors and the registry the engine and reference model pick hooks from.
+
+A prefetch policy is one njit function plus an `init`; an eviction policy is four njit
+hooks plus an `init`. Signatures (S: uvmsim.engine.state.EngineState, T: TraceArrays,
+both read-only to policies; `st` is the tuple of arrays the policy's `init` returned):
+
+    prefetch(st, S, T, blk, lo, hi)
+        Block `blk` is being serviced. S.fmask[lo..hi] marks its faulted window positions,
+        S.rmask[lo..hi] its resident ones; set S.pmask[p] = 1 for each position to
+        prefetch. Positions outside lo..hi, faulted or resident are ignored.
+
+    on_fill(st, S, T, chunk, blk, first, last, n_new, tick)
+        Pages were made resident in `chunk` (migration, zero-fill, copy or prefetch);
+        first..last spans the n_new newly resident positions (-1 when n_new == 0).
+    on_hit(st, S, T, chunk, blk, pos, tick)
+        An access row hit a resident page (the driver cannot see these).
+    on_release(st, S, T, chunk, blk)
+        The chunk went back to the free pool (evicted, freed, or emptied by a prefetch).
+    victim(st, S, T, tick)
+        Choose what to evict: S.victim[:] = (chunk, first_pos, last_pos). The engine copies
+        the chunk's resident pages in that window range back and frees the chunk once it
+        holds no resident page; it calls victim again until a chunk is free.
+
+`tick` is the index of the current access row (monotonic over the replay).
+`init(ctx)` runs in Python once per replay and returns the state tuple (NumPy arrays).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from numba import njit
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What `init` may use to size and seed its state."""
+
+    n_chunks: int
+    n_blocks: int
+    n_pages: int
+    trace: Any            # uvmsim.trace.TraceArrays
+    params: dict[str, float]
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PrefetchPolicy:
+    name: str
+    prefetch: Any
+    init: Callable[[PolicyContext], tuple] | None = None
+    params: dict[str, float] = field(default_factory=dict)
+    doc: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class EvictPolicy:
+    name: str
+    victim: Any
+    on_fill: Any
+    on_release: Any
+    on_hit: Any = None
+    init: Callable[[PolicyContext], tuple] | None = None
+    params: dict[str, float] = field(default_factory=dict)
+    doc: str = ""
+    source: str = ""
+
+
+@njit(cache=True)
+def no_hit(st, S, T, chunk, blk, pos, tick):
+    """on_hit for policies that, like the driver, do not see hits."""
+    return
+
+
+def empty_state(ctx: PolicyContext) -> tuple:
+    return (np.zeros(1, np.int64),)
+
+
+PREFETCH: dict[str, PrefetchPolicy] = {}
+EVICT: dict[str, EvictPolicy] = {}
+
+
+def register_prefetch(policy: PrefetchPolicy, *, replace: bool = False) -> PrefetchPolicy:
+    """Make a prefetch policy available by name to simulate() and the CLI."""
+    if policy.name in PREFETCH and not replace and PREFETCH[policy.name] is not policy:
+        raise ConfigError(f"prefetch policy {policy.name!r} is already registered")
+    PREFETCH[policy.name] = policy
+    return policy
+
+
+def register_evict(policy: EvictPolicy, *, replace: bool = False) -> EvictPolicy:
+    """Make an eviction policy available by name to simulate() and the CLI."""
+    if policy.name in EVICT and not replace and EVICT[policy.name] is not policy:
+        raise ConfigError(f"eviction policy {policy.name!r} is already registered")
+    EVICT[policy.name] = policy
+    return policy
+
+
+def _lookup(spec: Any, table: dict, kind: type, what: str):
+    if isinstance(spec, kind):
+        return spec
+    if not isinstance(spec, str):
+        raise ConfigError(f"{what} policy must be a name or a {kind.__name__}, got {spec!r}")
+    if spec in table:
+        return table[spec]
+    if ":" in spec:
+        mod, _, obj = spec.partition(":")
+        try:
+            found = getattr(importlib.import_module(mod), obj)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"cannot load {what} policy {spec!r}: {e}") from None
+        if not isinstance(found, kind):
+            raise ConfigError(f"{spec!r} is a {type(found).__name__}, not a {kind.__name__}")
+        return found
+    raise ConfigError(f"unknown {what} policy {spec!r}; known: {', '.join(sorted(table))} "
+                      "(or 'package.module:object')")
+
+
+def get_prefetch(spec: Any) -> PrefetchPolicy:
+    """A registered name, a 'module:object' path, or a PrefetchPolicy."""
+    return _lookup(spec, PREFETCH, PrefetchPolicy, "prefetch")
+
+
+def get_evict(spec: Any) -> EvictPolicy:
+    """A registered name, a 'module:object' path, or an EvictPolicy."""
+    return _lookup(spec, EVICT, EvictPolicy, "eviction")
+
+
+def resolve_params(defaults: dict[str, float], given: dict[str, float] | None,
+                   policy: str) -> dict[str, float]:
+    """Defaults overridden by `given`; unknown names are an error."""
+    out = dict(defaults)
+    for k, v in (given or {}).items():
+        if k not in defaults:
+            raise ConfigError(f"policy {policy!r} has no parameter {k!r}; it takes "
+                              f"{sorted(defaults) or 'none'}")
+        out[k] = float(v)
+    return out

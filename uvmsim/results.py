@@ -1,0 +1,73 @@
+"""Replay results: a summary dict and a per-kernel table."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .engine.state import COUNT_NAMES, HTOD_COLS, T_STALL, T_TRANSFER
+
+# summary keys, in the order of driver-model.md
+PER_KERNEL_COUNTS = (*COUNT_NAMES[:8], "htod_bytes", *COUNT_NAMES[8:])
+SUMMARY_KEYS = (*PER_KERNEL_COUNTS, "kernels", "accesses", "capacity_chunks", "peak_blocks",
+                "sim_time_ns")
+
+
+@dataclass
+class Result:
+    """What one replay produced.
+
+    `summary`: the spec's counts plus `sim_time_ns`. `kernels`: one row per kernel in event
+    order with its counts, `name`, `compute_ns`, `stall_ns` and `sim_ns`. `config`: what was
+    simulated (policies, parameters, capacity, hardware).
+    """
+
+    summary: dict[str, int | float]
+    kernels: pd.DataFrame
+    config: dict[str, Any] = field(default_factory=dict)
+    outside_kernels: dict[str, int | float] = field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        """Summary and config flattened into one dict (a row of a sweep table)."""
+        row = {k: v for k, v in self.config.items() if not isinstance(v, (dict, list))}
+        row.update(self.summary)
+        return row
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"<Result prefetch={self.config.get('prefetch')} evict={self.config.get('evict')}"
+                f" capacity_chunks={s['capacity_chunks']}: faults={s['faults']} "
+                f"htod_bytes={s['htod_bytes']} evicted_chunks={s['evicted_chunks']} "
+                f"sim_time_ns={s['sim_time_ns']:.0f}>")
+
+
+def make_result(trace, counts: np.ndarray, times: np.ndarray, capacity: int,
+                config: dict[str, Any]) -> Result:
+    """Turn the engine's count and time arrays into a Result."""
+    n_k = trace.n_kernels
+    k_counts = counts[:n_k]
+    df = pd.DataFrame(k_counts, columns=list(COUNT_NAMES))
+    df.insert(8, "htod_bytes", k_counts[:, list(HTOD_COLS)].sum(axis=1))
+    dur = trace.arrays.k_duration_ns
+    compute = np.where(np.isnan(dur), 0.0, dur)
+    df.insert(0, "kernel_id", trace.kernels["kernel_id"].to_numpy())
+    df.insert(1, "name", trace.kernels["name"].to_numpy())
+    df["accesses"] = np.diff(trace.arrays.k_row_start)
+    df["compute_ns"] = compute
+    df["stall_ns"] = times[:n_k, T_STALL]
+    df["transfer_ns"] = times[:n_k, T_TRANSFER]
+    df["sim_ns"] = df["compute_ns"] + df["stall_ns"]
+    tot = counts.sum(axis=0)
+    summary: dict[str, int | float] = {n: int(tot[i]) for i, n in enumerate(COUNT_NAMES)}
+    summary["htod_bytes"] = int(tot[list(HTOD_COLS)].sum())
+    summary["kernels"] = n_k
+    summary["accesses"] = trace.n_accesses
+    summary["capacity_chunks"] = int(capacity)
+    summary["peak_blocks"] = int(trace.peak_blocks)
+    summary["sim_time_ns"] = float(df["sim_ns"].sum() + times[n_k, T_STALL])
+    summary = {k: summary[k] for k in SUMMARY_KEYS}
+    outside = {n: int(counts[n_k, i]) for i, n in enumerate(COUNT_NAMES)}
+    outside["time_ns"] = float(times[n_k, T_STALL])
+    return Result(summary=summary, kernels=df, config=config, outside_kernels=outside)

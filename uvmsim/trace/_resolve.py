@@ -1,0 +1,274 @@
+"""Compiled passes that check a trace's program order and map access rows to dense pages.
+
+Kept apart from io.py so the Python there reads as the contract and this file as the
+mechanics. Every function returns an error code instead of raising, because raising inside
+njit loses the row and event numbers the caller needs for its message.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .format import OP_ALLOC, OP_FREE, OP_KERNEL, RANGE_OPS, OP_CODE
+
+# Error codes shared with io.py.
+OK = 0
+E_DOUBLE_ALLOC = 1
+E_FREE_NOT_LIVE = 2
+E_OVERLAP = 3
+E_FLAGS = 10
+E_COUNT = 11
+E_UNSORTED_KERNEL = 12
+E_UNSORTED_ROW = 13
+E_DUPLICATE = 14
+E_OUT_OF_RANGE = 15
+E_UNKNOWN_KERNEL = 16
+
+_RANGE_CODES = np.array(sorted(OP_CODE[o] for o in RANGE_OPS), dtype=np.int8)
+
+
+@njit(cache=True)
+def _live_find_end_gt(live, n_live, a_end, addr):
+    """First position i in the live list (sorted by base) whose allocation ends after addr."""
+    lo, hi = 0, n_live
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a_end[live[mid]] > addr:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def _live_insert(live, n_live, a_base, a):
+    """Insert allocation a; returns its position. Caller checked overlap."""
+    pos = _live_find_end_gt(live, n_live, a_base, a_base[a])  # first with base > new base
+    for i in range(n_live, pos, -1):
+        live[i] = live[i - 1]
+    live[pos] = a
+    return pos
+
+
+@njit(cache=True)
+def _live_remove(live, n_live, a):
+    j = -1
+    for i in range(n_live):
+        if live[i] == a:
+            j = i
+            break
+    for i in range(j, n_live - 1):
+        live[i] = live[i + 1]
+
+
+@njit(cache=True)
+def walk_events(ev_op, ev_alloc, ev_addr, ev_size, a_base, a_end, a_host, a_first_page,
+                a_page_off, a_nblocks, is_range_op):
+    """Check alloc/free order and overlap; clip range events to live allocations.
+
+    Returns (err, err_event, err_other_alloc, seg_start[n_ev+1], seg_alloc, seg_first,
+    seg_last, peak_blocks). Segments are dense page ranges, inclusive, one per (event,
+    allocation) overlap, in address order.
+    """
+    n_ev = ev_op.size
+    n_alloc = a_base.size
+    state = np.zeros(n_alloc, np.int8)  # 0 never allocated, 1 live, 2 freed
+    live = np.empty(n_alloc + 1, np.int64)
+    n_live = 0
+    blocks = 0
+    peak = 0
+    cap = 16
+    seg_alloc = np.empty(cap, np.int64)
+    seg_first = np.empty(cap, np.int64)
+    seg_last = np.empty(cap, np.int64)
+    seg_start = np.zeros(n_ev + 1, np.int64)
+    n_seg = 0
+    for e in range(n_ev):
+        op = ev_op[e]
+        seg_start[e] = n_seg
+        if op == OP_ALLOC:
+            a = ev_alloc[e]
+            if state[a] != 0:
+                return E_DOUBLE_ALLOC, e, -1, seg_start, seg_alloc, seg_first, seg_last, peak
+            i = _live_find_end_gt(live, n_live, a_end, a_base[a])
+            if i < n_live and a_base[live[i]] < a_end[a]:
+                return E_OVERLAP, e, live[i], seg_start, seg_alloc, seg_first, seg_last, peak
+            _live_insert(live, n_live, a_base, a)
+            n_live += 1
+            state[a] = 1
+            if not a_host[a]:
+                blocks += a_nblocks[a]
+                if blocks > peak:
+                    peak = blocks
+        elif op == OP_FREE:
+            a = ev_alloc[e]
+            if state[a] != 1:
+                return E_FREE_NOT_LIVE, e, -1, seg_start, seg_alloc, seg_first, seg_last, peak
+            _live_remove(live, n_live, a)
+            n_live -= 1
+            state[a] = 2
+            if not a_host[a]:
+                blocks -= a_nblocks[a]
+        elif is_range_op[op]:
+            lo_addr = ev_addr[e]
+            hi_addr = lo_addr + ev_size[e]
+            if ev_size[e] <= 0:
+                continue
+            i = _live_find_end_gt(live, n_live, a_end, lo_addr)
+            while i < n_live and a_base[live[i]] < hi_addr:
+                a = live[i]
+                b = max(lo_addr, a_base[a])
+                t = min(hi_addr, a_end[a])
+                if n_seg == cap:
+                    cap *= 2
+                    seg_alloc = _grow(seg_alloc, cap)
+                    seg_first = _grow(seg_first, cap)
+                    seg_last = _grow(seg_last, cap)
+                seg_alloc[n_seg] = a
+                seg_first[n_seg] = a_page_off[a] + (b >> 12) - a_first_page[a]
+                seg_last[n_seg] = a_page_off[a] + ((t - 1) >> 12) - a_first_page[a]
+                n_seg += 1
+                i += 1
+    seg_start[n_ev] = n_seg
+    return OK, -1, -1, seg_start, seg_alloc[:n_seg], seg_first[:n_seg], seg_last[:n_seg], peak
+
+
+@njit(cache=True)
+def _grow(a, cap):
+    b = np.empty(cap, a.dtype)
+    b[:a.size] = a
+    return b
+
+
+# Indices into the persistent scalar state of resolve_rows.
+S_PREV_RANK, S_PREV_ORDER, S_PREV_PAGE, S_CURSOR, S_NLIVE, S_OUT, S_DROPPED, S_PREV_KID, \
+    S_CACHE, S_ROW, S_RANK_OF_PREV_KID = range(11)
+N_STATE = 11
+
+
+def new_row_state(n_alloc: int, n_dense_pages: int, n_kernels: int):
+    """Fresh state for resolve_rows over one trace."""
+    st = np.zeros(N_STATE, np.int64)
+    st[S_PREV_RANK] = -1
+    st[S_PREV_KID] = -1
+    st[S_CACHE] = -1
+    live = np.empty(n_alloc + 1, np.int64)
+    stamp = np.full(n_dense_pages, -1, np.int32)
+    k_row_start = np.zeros(n_kernels + 1, np.int64)
+    return st, live, stamp, k_row_start
+
+
+@njit(cache=True)
+def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
+                 ev_op, ev_alloc, a_base, a_end, a_first_page, a_last_page, a_page_off,
+                 b_kid, b_page, b_flags, b_count, b_order, drop,
+                 out_page, out_flags, out_count):
+    """Validate one batch of access rows and append them as dense pages to the outputs.
+
+    Returns (err, row_in_batch, detail): detail is the kernel rank or the row's page.
+    State lives in st/live/stamp/k_row_start between batches.
+    """
+    n_live = st[S_NLIVE]
+    out = st[S_OUT]
+    cache = st[S_CACHE]
+    prev_kid = st[S_PREV_KID]
+    rank = st[S_RANK_OF_PREV_KID]
+    n_k = kid_sorted.size
+    for r in range(b_kid.size):
+        kid = np.int64(b_kid[r])
+        if kid != prev_kid:
+            # binary search of the kernel id
+            lo, hi = 0, n_k
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if kid_sorted[mid] < kid:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == n_k or kid_sorted[lo] != kid:
+                _save(st, n_live, out, cache, prev_kid, rank)
+                return E_UNKNOWN_KERNEL, r, kid
+            rank = kid_rank[lo]
+            prev_kid = kid
+            if rank <= st[S_PREV_RANK]:
+                _save(st, n_live, out, cache, prev_kid, rank)
+                return E_UNSORTED_KERNEL, r, rank
+            for q in range(st[S_PREV_RANK] + 1, rank + 1):
+                k_row_start[q] = out
+            # replay alloc/free up to this kernel's event so the live set is the one it saw
+            cur = st[S_CURSOR]
+            end = k_event[rank]
+            for e in range(cur, end):
+                op = ev_op[e]
+                if op == OP_ALLOC:
+                    _live_insert(live, n_live, a_base, ev_alloc[e])
+                    n_live += 1
+                elif op == OP_FREE:
+                    _live_remove(live, n_live, ev_alloc[e])
+                    n_live -= 1
+            st[S_CURSOR] = end + 1
+            cache = -1
+            st[S_PREV_RANK] = rank
+            st[S_PREV_ORDER] = -1
+            st[S_PREV_PAGE] = -1
+        fl = b_flags[r]
+        if fl == 0 or fl > 7:
+            _save(st, n_live, out, cache, prev_kid, rank)
+            return E_FLAGS, r, fl
+        if b_count[r] < 1:
+            _save(st, n_live, out, cache, prev_kid, rank)
+            return E_COUNT, r, 0
+        page = b_page[r]
+        order = np.int64(b_order[r])
+        po = st[S_PREV_ORDER]
+        pp = st[S_PREV_PAGE]
+        if order < po or (order == po and page <= pp):
+            _save(st, n_live, out, cache, prev_kid, rank)
+            if order == po and page == pp:
+                return E_DUPLICATE, r, page
+            return E_UNSORTED_ROW, r, page
+        st[S_PREV_ORDER] = order
+        st[S_PREV_PAGE] = page
+        # attribute to the lowest-base live allocation overlapping the page
+        a = -1
+        if cache >= 0 and a_first_page[cache] < page and page <= a_last_page[cache]:
+            a = cache  # strictly inside: no lower-base allocation can share this page
+        else:
+            i = _live_find_end_gt(live, n_live, a_end, page << 12)
+            if i < n_live and a_base[live[i]] < ((page + 1) << 12):
+                a = live[i]
+                cache = a
+        if a < 0:
+            if drop:
+                st[S_DROPPED] += 1
+                continue
+            _save(st, n_live, out, cache, prev_kid, rank)
+            return E_OUT_OF_RANGE, r, page
+        d = a_page_off[a] + page - a_first_page[a]
+        if stamp[d] == rank:
+            _save(st, n_live, out, cache, prev_kid, rank)
+            return E_DUPLICATE, r, page
+        stamp[d] = rank
+        out_page[out] = d
+        out_flags[out] = fl
+        out_count[out] = b_count[r]
+        out += 1
+    _save(st, n_live, out, cache, prev_kid, rank)
+    return OK, -1, 0
+
+
+@njit(cache=True)
+def _save(st, n_live, out, cache, prev_kid, rank):
+    st[S_NLIVE] = n_live
+    st[S_OUT] = out
+    st[S_CACHE] = cache
+    st[S_PREV_KID] = prev_kid
+    st[S_RANK_OF_PREV_KID] = rank
+
+
+@njit(cache=True)
+def finish_rows(st, k_row_start):
+    """Close the kernel boundaries after the last batch."""
+    n_k = k_row_start.size - 1
+    for q in range(st[S_PREV_RANK] + 1, n_k + 1):
+        k_row_start[q] = st[S_OUT]

@@ -1,0 +1,141 @@
+"""Build small traces by hand: for tests, examples and notebooks.
+
+    b = TraceBuilder()
+    x = b.alloc(8 << 20)                       # 8 MiB managed buffer
+    b.kernel("fill", writes=b.pages(x, 0, 16)) # writes its first 16 pages
+    trace = b.build()
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .format import FLAG_READ, FLAG_WRITE, PAGE_SIZE
+from .io import trace_from_tables, write_trace
+from .model import Trace
+
+_ALIGN = 2 << 20
+
+
+class TraceBuilder:
+    """Accumulates allocations, events, kernels and access rows in program order."""
+
+    def __init__(self, base: int = 0x7F0000000000) -> None:
+        self._next_base = base
+        self._allocs: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
+        self._kernels: list[dict[str, Any]] = []
+        self._acc: list[pd.DataFrame] = []
+        self._bases: dict[int, int] = {}
+
+    # -- allocations
+    def alloc(self, size: int, *, base: int | None = None, kind: str = "managed",
+              name: str | None = None) -> int:
+        """Allocate `size` bytes (2 MiB aligned unless `base` is given); returns alloc_id."""
+        aid = len(self._allocs)
+        if base is None:
+            base = self._next_base
+            self._next_base += -(-size // _ALIGN) * _ALIGN + _ALIGN
+        self._allocs.append(dict(alloc_id=aid, base=base, size=size, kind=kind, name=name))
+        self._bases[aid] = base
+        self._event("alloc", alloc_id=aid)
+        return aid
+
+    def free(self, alloc_id: int) -> None:
+        self._event("free", alloc_id=alloc_id)
+
+    def base(self, alloc_id: int) -> int:
+        return self._bases[alloc_id]
+
+    def pages(self, alloc_id: int, start: int = 0, stop: int | None = None,
+              step: int = 1) -> np.ndarray:
+        """Virtual page numbers of pages [start, stop) of an allocation (page indices)."""
+        size = self._allocs[alloc_id]["size"]
+        first = self._bases[alloc_id] // PAGE_SIZE
+        n = (self._bases[alloc_id] + size - 1) // PAGE_SIZE - first + 1
+        stop = n if stop is None else stop
+        return first + np.arange(start, stop, step, dtype=np.int64)
+
+    # -- program
+    def kernel(self, name: str = "kernel", *, reads: Iterable[int] = (),
+               writes: Iterable[int] = (), rows: Sequence[tuple[int, int]] | None = None,
+               duration_ns: int | None = 1000, counts: Sequence[int] | None = None) -> int:
+        """Launch a kernel. Rows are (page, flags) in first-touch order; `reads`/`writes`
+        are shorthands (reads first, then writes, each in the order given)."""
+        if rows is None:
+            rows = [(int(p), FLAG_READ) for p in reads] + [(int(p), FLAG_WRITE) for p in writes]
+        kid = len(self._kernels)
+        self._kernels.append(dict(kernel_id=kid, name=name, duration_ns=duration_ns,
+                                  grid=None, block=None))
+        self._event("kernel", kernel_id=kid)
+        if rows:
+            pages = np.array([r[0] for r in rows], dtype=np.uint64)
+            flags = np.array([r[1] for r in rows], dtype=np.uint8)
+            df = pd.DataFrame(dict(kernel_id=np.full(len(rows), kid, np.uint32), page=pages,
+                                   flags=flags,
+                                   count=np.asarray(counts if counts is not None
+                                                    else np.ones(len(rows)), np.uint32),
+                                   order=np.arange(len(rows), dtype=np.uint32)))
+            self._acc.append(df.sort_values(["order", "page"], kind="stable"))
+        return kid
+
+    def memcpy_htod(self, addr: int, size: int) -> None:
+        self._event("memcpy_htod", addr=addr, size=size)
+
+    def memcpy_dtoh(self, addr: int, size: int) -> None:
+        self._event("memcpy_dtoh", addr=addr, size=size)
+
+    def memset(self, addr: int, size: int) -> None:
+        self._event("memset", addr=addr, size=size)
+
+    def prefetch(self, addr: int, size: int, to: str = "gpu") -> None:
+        self._event("prefetch", addr=addr, size=size, arg=to)
+
+    def advise(self, addr: int, size: int, advice: str) -> None:
+        self._event("advise", addr=addr, size=size, arg=advice)
+
+    def sync(self) -> None:
+        self._event("sync")
+
+    def _event(self, op: str, **kw: Any) -> None:
+        self._events.append(dict(seq=len(self._events), op=op, **kw))
+
+    # -- output
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The four tables, typed per the spec."""
+        ev = pd.DataFrame(self._events, columns=["seq", "op", "alloc_id", "kernel_id", "addr",
+                                                 "size", "arg", "stream", "t_start_ns",
+                                                 "t_end_ns"])
+        for c in ("alloc_id", "kernel_id"):
+            ev[c] = ev[c].astype("UInt32")
+        for c in ("addr", "size"):
+            ev[c] = ev[c].astype("UInt64")
+        for c in ("stream", "t_start_ns", "t_end_ns"):
+            ev[c] = ev[c].astype("Int64")
+        ev["seq"] = ev["seq"].astype("uint64")
+        ev["arg"] = ev["arg"].astype("string")
+        al = pd.DataFrame(self._allocs, columns=["alloc_id", "base", "size", "kind", "name"])
+        al = al.astype({"alloc_id": "uint32", "base": "uint64", "size": "uint64"})
+        ke = pd.DataFrame(self._kernels, columns=["kernel_id", "name", "duration_ns", "grid",
+                                                  "block"])
+        ke = ke.astype({"kernel_id": "uint32", "duration_ns": "Int64"})
+        acc = (pd.concat(self._acc, ignore_index=True) if self._acc else
+               pd.DataFrame({"kernel_id": pd.Series([], dtype="uint32"),
+                             "page": pd.Series([], dtype="uint64"),
+                             "flags": pd.Series([], dtype="uint8"),
+                             "count": pd.Series([], dtype="uint32"),
+                             "order": pd.Series([], dtype="uint32")}))
+        return {"allocations": al, "events": ev, "kernels": ke, "accesses": acc}
+
+    def build(self, *, drop_out_of_range: bool = False, source: dict | None = None) -> Trace:
+        """Validate and return the trace in memory."""
+        return trace_from_tables(**self.tables(), source=source or {"generator": "builder"},
+                                 drop_out_of_range=drop_out_of_range)
+
+    def write(self, path: str | Path, *, overwrite: bool = False,
+              source: dict | None = None) -> Path:
+        return write_trace(path, **self.tables(), source=source or {"generator": "builder"},
+                           overwrite=overwrite)

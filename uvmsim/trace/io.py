@@ -1,0 +1,486 @@
+"""Read, validate and write uvmtrace v1 directories (docs/trace-format.md).
+
+Nothing here knows about simulation: it checks the contract and turns a trace into the
+dense arrays of `TraceArrays` once, streaming the access rows so a large trace never sits in
+memory twice.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import TraceFormatError
+from . import _resolve as R
+from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, EVENTS, FORMAT, KERNELS,
+                     KIND_HOST, KINDS, MANIFEST, OP_CODE, OPS, PAGE_SIZE, PREFETCH_ARGS,
+                     RANGE_OPS, REQUIRED_FILES, SCHEMAS, VERSION, arrow_schema)
+from .model import Trace, TraceArrays
+
+TableLike = Any  # pandas.DataFrame | pyarrow.Table
+_BATCH_ROWS = 1 << 20
+_ADDR_LIMIT = 1 << 62  # addresses are handled as int64 internally
+
+
+# --------------------------------------------------------------------------- columns
+def _is_int(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t)
+
+
+def _first_bad_cast_row(col: pa.ChunkedArray, target: pa.DataType) -> int | None:
+    vals = col.to_pandas()
+    info = np.iinfo(target.to_pandas_dtype())
+    num = pd.to_numeric(vals, errors="coerce")
+    bad = vals.notna() & (num.isna() | (num < info.min) | (num > info.max) | (num != np.floor(num)))
+    idx = np.flatnonzero(bad.to_numpy())
+    return int(idx[0]) if idx.size else None
+
+
+def _coerce_column(col: pa.ChunkedArray | pa.Array, name: str, target: pa.DataType,
+                   nullable: bool, file: str, row_offset: int = 0) -> pa.ChunkedArray:
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col], type=col.type)
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = col.type
+    if not nullable and col.null_count:
+        first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise TraceFormatError("null value in a non-nullable column", file=file, column=name,
+                               row=row_offset + first)
+    if pa.types.is_null(t) or (nullable and col.null_count == len(col)):
+        return pa.chunked_array([pa.nulls(len(col), target)], type=target)
+    if pa.types.is_string(target):
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return col.cast(target)
+        raise TraceFormatError(f"type {t} cannot be read as string", file=file, column=name)
+    if t == target:
+        return col
+    if not (_is_int(t) or pa.types.is_floating(t)):
+        raise TraceFormatError(f"type {t} cannot be cast losslessly to {target}", file=file,
+                               column=name)
+    try:
+        return pc.cast(col, target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        row = _first_bad_cast_row(col, target)
+        raise TraceFormatError(f"value cannot be cast losslessly to {target}", file=file,
+                               column=name, row=None if row is None else row_offset + row)
+
+
+def _check_columns(names: Iterable[str], file: str, shown: str) -> None:
+    have = set(names)
+    for name, _, _ in SCHEMAS[file]:
+        if name not in have:
+            raise TraceFormatError("missing column", file=shown, column=name)
+
+
+def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.Table:
+    """Cast a user's table to the spec schema, keeping only spec columns.
+
+    `file` picks the schema; `shown` is the name errors use (the full path when read).
+    """
+    shown = shown or file
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    elif not isinstance(table, pa.Table):
+        raise TypeError(f"{file}: expected a pandas DataFrame or pyarrow Table, got "
+                        f"{type(table).__name__}")
+    _check_columns(table.column_names, file, shown)
+    cols = [_coerce_column(table.column(n), n, t, nl, shown) for n, t, nl in SCHEMAS[file]]
+    return pa.Table.from_arrays(cols, schema=arrow_schema(file))
+
+
+# --------------------------------------------------------------------------- manifest
+def _read_manifest(d: Path) -> dict[str, Any]:
+    p = d / MANIFEST
+    try:
+        m = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise TraceFormatError(f"not valid JSON ({e.msg} at line {e.lineno})", file=str(p))
+    return _check_manifest(m, str(p))
+
+
+def _check_manifest(m: Any, file: str) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        raise TraceFormatError("manifest must be a JSON object", file=file)
+    if m.get("format") != FORMAT:
+        raise TraceFormatError(f"format is {m.get('format')!r}, expected 'uvmtrace'", file=file)
+    if m.get("version") != VERSION:
+        raise TraceFormatError(f"unknown version {m.get('version')!r} (this reader knows 1)",
+                               file=file)
+    if m.get("page_size", PAGE_SIZE) != PAGE_SIZE:
+        raise TraceFormatError(f"page_size {m.get('page_size')!r} unsupported (v1 is 4096)",
+                               file=file)
+    src = m.get("source", {})
+    if not isinstance(src, dict):
+        raise TraceFormatError("'source' must be a JSON object", file=file)
+    return m
+
+
+# --------------------------------------------------------------------------- small tables
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _codes(values: pd.Series, vocab: Mapping[str, int], file: str, column: str,
+           allowed_rows: np.ndarray | None = None) -> np.ndarray:
+    codes = values.map(vocab)
+    bad = codes.isna().to_numpy()
+    if allowed_rows is not None:
+        bad &= allowed_rows
+    if bad.any():
+        r = _first(bad)
+        raise TraceFormatError(f"unknown value {values.iloc[r]!r}", file=file, column=column,
+                               row=r)
+    return codes.fillna(0).to_numpy(np.int64)
+
+
+def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
+           batches: Iterator[pa.RecordBatch], n_rows: int, names: dict[str, str],
+           manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None) -> Trace:
+    fa, fe, fk, fx = names[ALLOCATIONS], names[EVENTS], names[KERNELS], names[ACCESSES]
+    alloc = alloc_t.to_pandas()
+    events = events_t.to_pandas()
+    kernels = kernels_t.to_pandas()
+
+    # allocations
+    aid = alloc["alloc_id"].to_numpy(np.int64)
+    dup = pd.Series(aid).duplicated().to_numpy()
+    if dup.any():
+        raise TraceFormatError(f"alloc_id {aid[_first(dup)]} is not unique", file=fa,
+                               column="alloc_id", row=_first(dup))
+    size = alloc["size"].to_numpy(np.uint64)
+    base = alloc["base"].to_numpy(np.uint64)
+    if (size == 0).any():
+        raise TraceFormatError("size must be > 0", file=fa, column="size", row=_first(size == 0))
+    too_big = (base >= _ADDR_LIMIT) | (size >= _ADDR_LIMIT) | (base + size >= _ADDR_LIMIT)
+    if too_big.any():
+        raise TraceFormatError("base + size beyond 2**62 is not supported", file=fa,
+                               column="base", row=_first(too_big))
+    kind = _codes(alloc["kind"], {k: i for i, k in enumerate(KINDS)}, fa, "kind")
+    base = base.astype(np.int64)
+    end = base + size.astype(np.int64)
+    first_page = base >> 12
+    last_page = (end - 1) >> 12
+    npages = last_page - first_page + 1
+    nblocks = (last_page >> 9) - (first_page >> 9) + 1
+    page_off = np.concatenate([[0], np.cumsum(npages)[:-1]]).astype(np.int64)
+    block_off = np.concatenate([[0], np.cumsum(nblocks)[:-1]]).astype(np.int64)
+    n_pages = int(npages.sum())
+    n_blocks = int(nblocks.sum())
+    if n_pages >= 2**31:
+        raise TraceFormatError(f"allocations span {n_pages} pages; at most 2**31 supported",
+                               file=fa)
+    host = kind == KIND_HOST
+
+    # kernels
+    kid = kernels["kernel_id"].to_numpy(np.int64)
+    dup = pd.Series(kid).duplicated().to_numpy()
+    if dup.any():
+        raise TraceFormatError(f"kernel_id {kid[_first(dup)]} is not unique", file=fk,
+                               column="kernel_id", row=_first(dup))
+    dur = kernels["duration_ns"]
+    neg = (dur.fillna(0) < 0).to_numpy()
+    if neg.any():
+        raise TraceFormatError("duration_ns must be >= 0", file=fk, column="duration_ns",
+                               row=_first(neg))
+
+    # events
+    n_ev = len(events)
+    seq = events["seq"].to_numpy(np.uint64)
+    gap = seq != np.arange(n_ev, dtype=np.uint64)
+    if gap.any():
+        r = _first(gap)
+        raise TraceFormatError(f"seq is {seq[r]}, expected {r} (0, 1, 2, ... with no gaps)",
+                               file=fe, column="seq", row=r)
+    op = _codes(events["op"], OP_CODE, fe, "op").astype(np.int8)
+    is_af = (op == OP_CODE["alloc"]) | (op == OP_CODE["free"])
+    ev_alloc_id = events["alloc_id"]
+    miss = is_af & ev_alloc_id.isna().to_numpy()
+    if miss.any():
+        raise TraceFormatError(f"'{OPS[op[_first(miss)]]}' event needs alloc_id", file=fe,
+                               column="alloc_id", row=_first(miss))
+    a_index = pd.Index(aid)
+    ev_alloc = np.full(n_ev, -1, np.int64)
+    if is_af.any():
+        pos = a_index.get_indexer(ev_alloc_id[is_af].astype("int64"))
+        if (pos < 0).any():
+            r = np.flatnonzero(is_af)[_first(pos < 0)]
+            raise TraceFormatError(f"alloc_id {int(ev_alloc_id.iloc[r])} has no row in "
+                                   f"{ALLOCATIONS}", file=fe, column="alloc_id", row=int(r))
+        ev_alloc[is_af] = pos
+    is_k = op == OP_CODE["kernel"]
+    ev_kid = events["kernel_id"]
+    miss = is_k & ev_kid.isna().to_numpy()
+    if miss.any():
+        raise TraceFormatError("'kernel' event needs kernel_id", file=fe, column="kernel_id",
+                               row=_first(miss))
+    k_event = np.flatnonzero(is_k).astype(np.int64)
+    k_ids_in_order = ev_kid[is_k].astype("int64").to_numpy()
+    k_pos = pd.Index(kid).get_indexer(k_ids_in_order)
+    if (k_pos < 0).any():
+        r = int(k_event[_first(k_pos < 0)])
+        raise TraceFormatError(f"kernel_id {int(ev_kid.iloc[r])} has no row in {KERNELS}",
+                               file=fe, column="kernel_id", row=r)
+    dup = pd.Series(k_pos).duplicated().to_numpy()
+    if dup.any():
+        r = int(k_event[_first(dup)])
+        raise TraceFormatError(f"kernel_id {int(ev_kid.iloc[r])} appears in two kernel events",
+                               file=fe, column="kernel_id", row=r)
+    if k_pos.size != len(kernels):
+        unseen = np.setdiff1d(np.arange(len(kernels)), k_pos)
+        r = int(unseen[0])
+        raise TraceFormatError(f"kernel_id {kid[r]} appears in no kernel event", file=fk,
+                               column="kernel_id", row=r)
+    ev_kernel = np.full(n_ev, -1, np.int64)
+    ev_kernel[k_event] = np.arange(k_event.size)
+    is_range = np.isin(op, [OP_CODE[o] for o in RANGE_OPS])
+    for c in ("addr", "size"):
+        miss = is_range & events[c].isna().to_numpy()
+        if miss.any():
+            raise TraceFormatError(f"'{OPS[op[_first(miss)]]}' event needs {c}", file=fe,
+                                   column=c, row=_first(miss))
+    addr = events["addr"].fillna(0).to_numpy(np.uint64)
+    esize = events["size"].fillna(0).to_numpy(np.uint64)
+    big = is_range & ((addr >= _ADDR_LIMIT) | (esize >= _ADDR_LIMIT))
+    if big.any():
+        raise TraceFormatError("addr/size beyond 2**62 is not supported", file=fe,
+                               column="addr", row=_first(big))
+    is_pf = op == OP_CODE["prefetch"]
+    is_adv = op == OP_CODE["advise"]
+    arg = np.zeros(n_ev, np.int8)
+    if is_pf.any():
+        c = events["arg"].map({a: ARG_CODE[a] for a in PREFETCH_ARGS})
+        bad = is_pf & c.isna().to_numpy()
+        if bad.any():
+            r = _first(bad)
+            raise TraceFormatError(f"prefetch destination {events['arg'].iloc[r]!r} is not "
+                                   "'gpu' or 'cpu'", file=fe, column="arg", row=r)
+        arg[is_pf] = c[is_pf].to_numpy(np.int8)
+    if is_adv.any():
+        c = events["arg"].map({a: ARG_CODE[a] for a in ADVISE_ARGS})
+        bad = is_adv & c.isna().to_numpy()
+        if bad.any():
+            r = _first(bad)
+            raise TraceFormatError(f"unknown advice {events['arg'].iloc[r]!r}", file=fe,
+                                   column="arg", row=r)
+        arg[is_adv] = c[is_adv].to_numpy(np.int8)
+
+    range_mask = np.zeros(len(OPS), np.bool_)
+    for o in RANGE_OPS:
+        range_mask[OP_CODE[o]] = True
+    err, e, other, seg_start, seg_alloc, seg_first, seg_last, peak = R.walk_events(
+        op, ev_alloc, addr.astype(np.int64), esize.astype(np.int64), base, end, host,
+        first_page, page_off, nblocks, range_mask)
+    if err == R.E_DOUBLE_ALLOC:
+        raise TraceFormatError(f"alloc_id {aid[ev_alloc[e]]} is allocated twice", file=fe,
+                               column="alloc_id", row=int(e))
+    if err == R.E_FREE_NOT_LIVE:
+        raise TraceFormatError(f"alloc_id {aid[ev_alloc[e]]} is freed while not live (before "
+                               "its alloc event or twice)", file=fe, column="alloc_id",
+                               row=int(e))
+    if err == R.E_OVERLAP:
+        a = ev_alloc[e]
+        raise TraceFormatError(
+            f"alloc_id {aid[a]} [{base[a]:#x}, {end[a]:#x}) overlaps live alloc_id "
+            f"{aid[other]} [{base[other]:#x}, {end[other]:#x})", file=fe, column="alloc_id",
+            row=int(e))
+
+    # dense page and block maps
+    page_alloc = np.repeat(np.arange(len(aid), dtype=np.int64), npages)
+    vpage = first_page[page_alloc] + (np.arange(n_pages, dtype=np.int64) - page_off[page_alloc])
+    page_block = (block_off[page_alloc] + (vpage >> 9) - (first_page[page_alloc] >> 9)
+                  ).astype(np.int32)
+    page_pos = (vpage & 511).astype(np.int16)
+    del page_alloc, vpage
+    b_alloc = np.repeat(np.arange(len(aid), dtype=np.int64), nblocks)
+    window = (first_page[b_alloc] >> 9) + (np.arange(n_blocks, dtype=np.int64) - block_off[b_alloc])
+    b_lo = np.where(window == first_page[b_alloc] >> 9, first_page[b_alloc] & 511, 0)
+    b_hi = np.where(window == last_page[b_alloc] >> 9, last_page[b_alloc] & 511, 511)
+    b_first_vpage = (window << 9) + b_lo
+    b_page0 = page_off[b_alloc] + b_first_vpage - first_page[b_alloc]
+
+    # access rows
+    order = np.argsort(kid, kind="stable")
+    kid_sorted = kid[order]
+    kid_rank = np.empty(len(kid), np.int64)
+    kid_rank[k_pos] = np.arange(k_pos.size)
+    kid_rank = kid_rank[order]
+    st, live, stamp, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
+    out_page = np.empty(n_rows, np.int32)
+    out_flags = np.empty(n_rows, np.uint8)
+    out_count = np.empty(n_rows, np.uint32)
+    done = 0
+    for batch in batches:
+        cols = {}
+        for n, t, nl in SCHEMAS[ACCESSES]:
+            cols[n] = _coerce_column(batch.column(n), n, t, nl, fx, done).combine_chunks() \
+                .to_numpy()
+        err, r, detail = R.resolve_rows(
+            st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
+            end, first_page, last_page, page_off, cols["kernel_id"],
+            cols["page"].view(np.int64), cols["flags"], cols["count"], cols["order"],
+            drop_out_of_range, out_page, out_flags, out_count)
+        if err != R.OK:
+            _raise_row_error(err, done + int(r), int(detail), cols, int(r), kernels, kid,
+                             k_pos, fx)
+        done += batch.num_rows
+    R.finish_rows(st, k_row_start)
+    n_out = int(st[R.S_OUT])
+    del stamp, live
+
+    kernels_by_rank = kernels.iloc[k_pos].reset_index(drop=True)
+    arrays = TraceArrays(
+        a_host=host, a_first_page=first_page, a_npages=npages, a_page_off=page_off,
+        a_block_off=block_off, a_nblocks=nblocks, page_block=page_block, page_pos=page_pos,
+        b_alloc=b_alloc.astype(np.int32), b_lo=b_lo.astype(np.int16),
+        b_hi=b_hi.astype(np.int16), b_page0=b_page0, b_first_vpage=b_first_vpage,
+        ev_op=op, ev_alloc=ev_alloc, ev_kernel=ev_kernel, ev_arg=arg,
+        ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=seg_first, seg_last=seg_last,
+        k_row_start=k_row_start,
+        k_duration_ns=kernels_by_rank["duration_ns"].to_numpy(np.float64, na_value=np.nan),
+        row_page=out_page[:n_out], row_flags=out_flags[:n_out], row_count=out_count[:n_out])
+    return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
+                 arrays=arrays, peak_blocks=int(peak), dropped_rows=int(st[R.S_DROPPED]),
+                 path=path)
+
+
+def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
+                     kernels: pd.DataFrame, kid: np.ndarray, k_pos: np.ndarray, fx: str):
+    k = int(cols["kernel_id"][r])
+    hit = np.flatnonzero(kid == k)
+    kname = f"kernel_id {k}" + (f" ({kernels['name'].iloc[hit[0]]})" if hit.size else "")
+    if err == R.E_UNKNOWN_KERNEL:
+        raise TraceFormatError(f"{kname} has no row in {KERNELS}", file=fx, column="kernel_id",
+                               row=row)
+    if err == R.E_UNSORTED_KERNEL:
+        raise TraceFormatError(f"rows of {kname} are out of kernel event order or not "
+                               "contiguous", file=fx, column="kernel_id", row=row)
+    if err == R.E_FLAGS:
+        raise TraceFormatError(f"flags {detail} invalid (1..7: read, write, atomic bits; never 0)",
+                               file=fx, column="flags", row=row)
+    if err == R.E_COUNT:
+        raise TraceFormatError("count must be >= 1", file=fx, column="count", row=row)
+    if err == R.E_UNSORTED_ROW:
+        raise TraceFormatError(f"rows of {kname} not sorted by (order, page)", file=fx,
+                               column="order", row=row)
+    if err == R.E_DUPLICATE:
+        raise TraceFormatError(f"page {detail:#x} appears twice for {kname}", file=fx,
+                               column="page", row=row)
+    if err == R.E_OUT_OF_RANGE:
+        raise TraceFormatError(
+            f"{kname} touches address {detail << 12:#x} (page {detail:#x}) outside every "
+            "allocation live when it runs (load with drop_out_of_range=True to drop such rows)",
+            file=fx, column="page", row=row)
+    raise TraceFormatError(f"internal validation error {err}", file=fx, row=row)
+
+
+# --------------------------------------------------------------------------- public API
+def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
+               batch_rows: int = _BATCH_ROWS) -> Trace:
+    """Read and validate a uvmtrace v1 directory.
+
+    Raises `TraceFormatError` naming the file, column and first offending row for anything
+    that breaks the format. With `drop_out_of_range=True`, access rows outside every live
+    allocation are dropped and counted in `Trace.dropped_rows` instead.
+    """
+    d = Path(path)
+    if not d.exists():
+        raise TraceFormatError("no such trace directory", file=str(d))
+    if not d.is_dir():
+        raise TraceFormatError("a uvmtrace is a directory (name ending in .uvmtrace)",
+                               file=str(d))
+    if not d.name.endswith(".uvmtrace"):
+        raise TraceFormatError("trace directory name must end in '.uvmtrace'", file=str(d))
+    for f in REQUIRED_FILES:
+        if not (d / f).is_file():
+            raise TraceFormatError("missing file", file=str(d / f))
+    manifest = _read_manifest(d)
+    names = {f: str(d / f) for f in REQUIRED_FILES}
+    small = {}
+    for f in (ALLOCATIONS, EVENTS, KERNELS):
+        try:
+            t = pq.read_table(d / f)
+        except pa.ArrowException as e:
+            raise TraceFormatError(f"not a readable Parquet file ({e})", file=names[f])
+        small[f] = _coerce_table(t, f, names[f])
+    try:
+        pf = pq.ParquetFile(d / ACCESSES)
+    except pa.ArrowException as e:
+        raise TraceFormatError(f"not a readable Parquet file ({e})", file=names[ACCESSES])
+    _check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
+    cols = [n for n, _, _ in SCHEMAS[ACCESSES]]
+    batches = pf.iter_batches(batch_size=batch_rows, columns=cols)
+    return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS], batches,
+                  pf.metadata.num_rows, names, manifest, drop_out_of_range, d)
+
+
+def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: TableLike,
+                      accesses: TableLike, source: dict[str, Any] | None = None,
+                      drop_out_of_range: bool = False) -> Trace:
+    """Validate in-memory tables (pandas or Arrow) as a uvmtrace, without touching disk."""
+    tables = {f: _coerce_table(t, f) for f, t in
+              ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
+               (ACCESSES, accesses))}
+    manifest = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE,
+                "source": dict(source or {})}
+    acc = tables[ACCESSES]
+    return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                  iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                  {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None)
+
+
+def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: TableLike,
+                kernels: TableLike, accesses: TableLike, source: dict[str, Any] | None = None,
+                overwrite: bool = False, validate: bool = True) -> Path:
+    """Write a uvmtrace v1 directory (the one writer generators and the collector share).
+
+    Tables are pandas DataFrames or Arrow tables with the spec's columns (extra columns are
+    dropped, types cast losslessly). The trace is validated before anything is written and
+    written to a temporary sibling first, so a failed write never leaves half a trace.
+    """
+    d = Path(path)
+    if not d.name.endswith(".uvmtrace"):
+        raise ValueError(f"{d}: a uvmtrace directory name must end in '.uvmtrace'")
+    if d.exists() and not overwrite:
+        raise FileExistsError(f"{d} exists (pass overwrite=True to replace it)")
+    tables = {f: _coerce_table(t, f) for f, t in
+              ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
+               (ACCESSES, accesses))}
+    manifest = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE,
+                "source": _jsonable(dict(source or {}))}
+    if validate:
+        acc = tables[ACCESSES]
+        _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+               iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+               {f: f for f in REQUIRED_FILES}, manifest, False, None)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=d.name + ".", suffix=".tmp", dir=d.parent))
+    try:
+        for f, t in tables.items():
+            pq.write_table(t, tmp / f, compression="zstd")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp, d)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return d
+
+
+def _jsonable(obj: Any) -> Any:
+    try:
+        json.dumps(obj)
+        return obj
+    except TypeError:
+        return json.loads(json.dumps(obj, default=str))
