@@ -1,0 +1,356 @@
+"""The `uvmsim` command line: replay, sweep, info, synth, record, policies, hardware.
+
+User errors (bad arguments, missing or malformed traces) print one line on stderr and exit
+with status 2; nothing prints a traceback unless UVMSIM_DEBUG=1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
+          "tb": 10**12, "tib": 1 << 40}
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def parse_bytes(text: str) -> int:
+    """'8GiB', '512M', '1e9' -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a byte size: {text!r} (e.g. 8GiB, 512MiB, 1e9)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+    if not vals:
+        raise argparse.ArgumentTypeError("empty list")
+    return vals
+
+
+def _names(text: str) -> list[str]:
+    vals = [x.strip() for x in text.split(",") if x.strip()]
+    if not vals:
+        raise argparse.ArgumentTypeError("empty list")
+    return vals
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def _kv(items: Sequence[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for it in items or ():
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise UserError(f"parameter {it!r} is not NAME=VALUE")
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise UserError(f"parameter {it!r}: value is not a number")
+    return out
+
+
+def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    from .config import DEFAULT_HARDWARE
+    if lists:
+        p.add_argument("--prefetch", type=_names, default=["none", "64k", "2m", "density"],
+                       help="comma-separated prefetch policies (default: none,64k,2m,density)")
+        p.add_argument("--evict", type=_names, default=["lru2m"],
+                       help="comma-separated eviction policies (default: lru2m)")
+    else:
+        p.add_argument("--prefetch", default="density",
+                       help="prefetch policy: a name (see `uvmsim policies`) or "
+                            "package.module:object (default: density)")
+        p.add_argument("--evict", default="lru2m",
+                       help="eviction policy: a name or package.module:object (default: lru2m)")
+    p.add_argument("--prefetch-param", action="append", metavar="NAME=VALUE",
+                   help="prefetch policy parameter, e.g. threshold=60 (repeatable)")
+    p.add_argument("--evict-param", action="append", metavar="NAME=VALUE",
+                   help="eviction policy parameter (repeatable)")
+    p.add_argument("--hardware", default=DEFAULT_HARDWARE,
+                   help=f"hardware preset for the time layer (default: {DEFAULT_HARDWARE}; "
+                        "see `uvmsim hardware`)")
+    p.add_argument("--fault-batch-size", type=_positive_int, default=256,
+                   help="faults per batch (default: 256, the driver's)")
+    p.add_argument("--drop-out-of-range", action="store_true",
+                   help="drop (and count) access rows outside live allocations instead of "
+                        "rejecting the trace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    ap = argparse.ArgumentParser(prog="uvmsim", description="Replay GPU memory traces under "
+                                 "CUDA Unified Memory oversubscription.")
+    ap.add_argument("--version", action="version", version=f"uvmsim {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("replay", help="replay one trace under one configuration")
+    p.add_argument("trace", help="a .uvmtrace directory")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--oversub", type=_positive_float, metavar="F",
+                     help="oversubscription factor: capacity = floor(peak_blocks / F) chunks")
+    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES",
+                     help="GPU memory for managed data, e.g. 8GiB")
+    _add_model_args(p, lists=False)
+    p.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON object on stdout, nothing else")
+    p.add_argument("--kernels-out", metavar="FILE",
+                   help="also write the per-kernel table (.parquet or .csv)")
+
+    p = sub.add_parser("sweep", help="replay one trace over policies and factors; table + plot")
+    p.add_argument("trace", help="a .uvmtrace directory")
+    p.add_argument("--oversub", type=_floats, default=[1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
+                   help="comma-separated factors (default: 1,1.25,1.5,2,2.5,3)")
+    _add_model_args(p, lists=True)
+    p.add_argument("-o", "--out", metavar="FILE", help="write the table (.parquet or .csv)")
+    p.add_argument("--plot", metavar="PNG", help="write a plot of the sweep")
+    p.add_argument("--jobs", type=_positive_int, help="worker processes (default: CPUs)")
+    p.add_argument("--backend", choices=["process", "dask", "serial"], default="process")
+    p.add_argument("--json", action="store_true", help="print the table as JSON records")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("info", help="describe a trace")
+    p.add_argument("trace")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--drop-out-of-range", action="store_true")
+
+    from .trace.synth import GENERATORS
+    p = sub.add_parser("synth", help="write a synthetic trace")
+    p.add_argument("kind", choices=sorted(GENERATORS))
+    p.add_argument("-o", "--out", required=True, metavar="OUT.uvmtrace")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--footprint", type=parse_bytes, metavar="BYTES",
+                   help="buffer size (sequential, strided, random, zipf)")
+    p.add_argument("--kernels", type=_positive_int, help="kernel count (not training)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="any other generator argument (see uvmsim.trace.synth), repeatable")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("record", help="record a CUDA program into a uvmtrace (needs a GPU)")
+    try:
+        from . import record as _record
+        _record.configure_parser(p)
+        p.set_defaults(_record=_record)
+    except ImportError as e:  # pragma: no cover - only when the module is broken
+        p.set_defaults(_record_error=str(e))
+
+    p = sub.add_parser("policies", help="list registered policies")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("hardware", help="list hardware presets and their sources")
+    p.add_argument("--json", action="store_true")
+    return ap
+
+
+def _fmt_table(rows: list[tuple[str, Any]]) -> str:
+    w = max(len(k) for k, _ in rows)
+    out = []
+    for k, v in rows:
+        if isinstance(v, float):
+            v = f"{v:,.1f}"
+        elif isinstance(v, int):
+            v = f"{v:,}"
+        out.append(f"{k:<{w}}  {v}")
+    return "\n".join(out)
+
+
+def _write_table(df, path: str) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix == ".csv":
+        df.to_csv(p, index=False)
+    elif p.suffix == ".parquet":
+        df.to_parquet(p, index=False)
+    else:
+        raise UserError(f"{path}: table output must end in .parquet or .csv")
+
+
+def cmd_replay(a: argparse.Namespace) -> int:
+    from .simulate import simulate
+    from .trace import load_trace
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
+                 evict=a.evict, hardware=a.hardware, fault_batch_size=a.fault_batch_size,
+                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param))
+    if a.kernels_out:
+        _write_table(r.kernels, a.kernels_out)
+    if a.json:
+        print(json.dumps(r.summary))
+        return 0
+    print(f"{a.trace}: prefetch={r.config['prefetch']} evict={r.config['evict']} "
+          f"hardware={r.config['hardware']}")
+    print(_fmt_table(list(r.summary.items())))
+    if tr.dropped_rows:
+        print(f"(dropped {tr.dropped_rows:,} out-of-range access rows)")
+    return 0
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .sweep import sweep
+    from .trace import load_trace
+    if a.prefetch_param or a.evict_param:
+        raise UserError("--prefetch-param/--evict-param are for `replay`; use the Python API "
+                        "to sweep parameters")
+    load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
+    df = sweep(a.trace, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict,
+               hardware=a.hardware, fault_batch_size=a.fault_batch_size, jobs=a.jobs,
+               backend=a.backend, progress=not (a.no_progress or a.json),
+               drop_out_of_range=a.drop_out_of_range)
+    if a.out:
+        _write_table(df, a.out)
+    if a.plot:
+        from .plot import plot_sweep
+        Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot_sweep(df, title=Path(a.trace).name, path=a.plot)
+    if a.json:
+        print(df.to_json(orient="records"))
+        return 0
+    cols = ["prefetch", "evict", "oversub", "capacity_chunks", "faults", "fault_batches",
+            "htod_bytes", "evicted_chunks", "dtoh_bytes_evict", "sim_time_ns", "slowdown"]
+    show = df[cols].copy()
+    show["htod_MiB"] = show.pop("htod_bytes") / 2**20
+    show["evict_MiB"] = show.pop("dtoh_bytes_evict") / 2**20
+    show["sim_ms"] = show.pop("sim_time_ns") / 1e6
+    with pd.option_context("display.max_rows", 500, "display.width", 160,
+                           "display.float_format", "{:,.2f}".format):
+        print(show.to_string(index=False))
+    if a.out:
+        print(f"table: {a.out}")
+    if a.plot:
+        print(f"plot: {a.plot}")
+    return 0
+
+
+def cmd_info(a: argparse.Namespace) -> int:
+    from .trace import load_trace
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    info = tr.info()
+    if a.json:
+        print(json.dumps(info, default=str))
+        return 0
+    src = info.pop("source")
+    print(_fmt_table([(k, v) for k, v in info.items() if v is not None]))
+    for k, v in src.items():
+        print(f"source.{k}: {v}")
+    return 0
+
+
+def cmd_synth(a: argparse.Namespace) -> int:
+    from .trace import synth
+    kw: dict[str, Any] = {"seed": a.seed}
+    if a.footprint is not None:
+        if a.kind == "training":
+            raise UserError("--footprint does not apply to 'training' (use --param "
+                            "weight_bytes=... / activation_bytes=...)")
+        kw["footprint_bytes"] = a.footprint
+    if a.kernels is not None:
+        if a.kind == "training":
+            raise UserError("--kernels does not apply to 'training' (use --param layers=N, "
+                            "steps=N)")
+        kw["kernels"] = a.kernels
+    for k, v in _kv(a.param).items():
+        kw[k] = int(v) if float(v).is_integer() else v
+    import inspect
+    allowed = inspect.signature(synth.GENERATORS[a.kind]).parameters
+    bad = [k for k in kw if k not in allowed]
+    if bad:
+        raise UserError(f"'{a.kind}' takes no parameter {bad[0]!r}; it takes "
+                        f"{', '.join(allowed)}")
+    path = synth.write(a.kind, a.out, overwrite=a.overwrite, **kw)
+    print(path)
+    return 0
+
+
+def cmd_policies(a: argparse.Namespace) -> int:
+    from .policies import EVICT, PREFETCH
+    rows = [{"kind": "prefetch", "name": n, "params": p.params, "doc": p.doc}
+            for n, p in sorted(PREFETCH.items())]
+    rows += [{"kind": "evict", "name": n, "params": p.params, "doc": p.doc}
+             for n, p in sorted(EVICT.items())]
+    if a.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        params = ", ".join(f"{k}={v:g}" for k, v in r["params"].items())
+        print(f"{r['kind']:<8} {r['name']:<14} {r['doc']}" + (f" [{params}]" if params else ""))
+    return 0
+
+
+def cmd_hardware(a: argparse.Namespace) -> int:
+    from .config import PRESETS
+    if a.json:
+        print(json.dumps({n: h.to_dict() for n, h in PRESETS.items()}))
+        return 0
+    for n, h in PRESETS.items():
+        d = h.to_dict()
+        src = d.pop("sources")
+        print(n)
+        for k, v in d.items():
+            if k != "name":
+                print(f"  {k:<20} {v:<12g} {src.get(k, '')}")
+    return 0
+
+
+def cmd_record(a: argparse.Namespace) -> int:
+    if getattr(a, "_record_error", None):
+        raise UserError(f"record is unavailable: {a._record_error}")
+    return int(a._record.run_from_args(a))
+
+
+COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "info": cmd_info, "synth": cmd_synth,
+            "policies": cmd_policies, "hardware": cmd_hardware, "record": cmd_record}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `uvmsim` script; returns the exit status."""
+    from .errors import ConfigError, TraceFormatError
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:
+        return COMMANDS[a.command](a)
+    except (UserError, TraceFormatError, ConfigError, FileNotFoundError, FileExistsError,
+            NotADirectoryError, PermissionError) as e:
+        if os.environ.get("UVMSIM_DEBUG"):
+            raise
+        msg = str(e).replace("\n", " ")
+        print(f"uvmsim {a.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("uvmsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
