@@ -1,0 +1,20 @@
+"""Small helpers shared by the tests."""
+from __future__ import annotations
+
+import uvmsim
+from uvmsim.trace.builder import TraceBuilder
+
+MiB = 1 << 20
+PAGE = 4096
+
+
+def run(b: TraceBuilder, **kw):
+    """Build the trace and replay it; returns the Result."""
+    return uvmsim.simulate(b.build(), **kw)
+
+
+def window_pages(b: TraceBuilder, a: int, block: int, positions) -> list[int]:
+    """Virtual pages at window positions of the allocation's block-th 2 MiB window."""
+    base_page = b.base(a) // PAGE
+    w0 = (base_page >> 9) + block
+    return [w0 * 512 + p for p in positions]

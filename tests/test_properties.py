@@ -1,0 +1,87 @@
+"""Property tests of the engine over generated programs."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+import uvmsim
+from uvmsim.engine.state import RES
+
+from strategies import build, n_ops, programs
+
+PAGE = 4096
+POLICIES = ["none", "64k", "2m", "density"]
+
+
+def _check_state(r):
+    S = r.state
+    res = (S.pstate & RES) != 0
+    used = S.chunk_block >= 0
+    cap = r.summary["capacity_chunks"]
+    assert used.sum() <= cap
+    assert used.sum() == (S.b_chunk >= 0).sum()
+    # every resident page's block holds a chunk, and block counters match the pages
+    T = r._trace_arrays
+    blocks_with_res = np.unique(T.page_block[res])
+    assert (S.b_chunk[blocks_with_res] >= 0).all()
+    per_block = np.bincount(T.page_block[res], minlength=S.b_nres.size)
+    assert (per_block == S.b_nres).all()
+    # a chunk is held only by a block with resident pages
+    assert (S.b_nres[S.b_chunk >= 0] > 0).all()
+    # chunk <-> block maps agree
+    held = np.flatnonzero(used)
+    assert (S.b_chunk[S.chunk_block[held]] == held).all()
+    return int(res.sum())
+
+
+def _sim(trace, **kw):
+    r = uvmsim.simulate(trace, keep_state=True, **kw)
+    r._trace_arrays = trace.arrays
+    return r
+
+
+@given(programs, st.sampled_from(POLICIES), st.sampled_from([1.0, 1.5, 3.0, 10.0]),
+       st.sampled_from([1, 3, 256]))
+def test_capacity_residency_and_byte_conservation(program, pf, f, bs):
+    has_free = any(o[0] == "free" for o in program[1])
+    for upto in range(1, n_ops(program) + 1):   # every prefix: "never exceeds", not "at the end"
+        trace = build(program, upto).build()
+        r = _sim(trace, oversub=f, prefetch=pf, fault_batch_size=bs)
+        resident = _check_state(r)
+        s = r.summary
+        moved_in = (s["htod_bytes"] // PAGE) + s["zero_fill_pages"]
+        moved_out = (s["dtoh_bytes_evict"] + s["dtoh_bytes_api_prefetch"]) // PAGE
+        dropped_by_free = moved_in - moved_out - resident
+        assert dropped_by_free >= 0
+        if not has_free:
+            assert dropped_by_free == 0
+        assert s["htod_bytes"] % PAGE == 0 and s["dtoh_bytes_evict"] % PAGE == 0
+        # every eviction copies back at least one page
+        assert s["dtoh_bytes_evict"] >= s["evicted_chunks"] * PAGE
+        assert s["faults"] == s["faults_read"] + s["faults_write"]
+        assert s["fault_batches"] * bs >= s["faults"]
+
+
+@given(programs, st.sampled_from(POLICIES))
+def test_factor_one_never_evicts(program, pf):
+    r = uvmsim.simulate(build(program).build(), oversub=1.0, prefetch=pf)
+    assert r.summary["evicted_chunks"] == 0
+    assert r.summary["dtoh_bytes_evict"] == 0
+
+
+@given(programs, st.sampled_from(POLICIES), st.sampled_from([1.5, 4.0]))
+def test_identical_run_to_run(program, pf, f):
+    t = build(program).build()
+    a = uvmsim.simulate(t, oversub=f, prefetch=pf)
+    b = uvmsim.simulate(t, oversub=f, prefetch=pf)
+    assert a.summary == b.summary
+    assert a.kernels.equals(b.kernels)
+
+
+@given(programs)
+def test_a_page_is_zero_filled_at_most_once(program):
+    # pages of an allocation start unpopulated once; after that they move, not zero-fill
+    t = build(program).build()
+    r = uvmsim.simulate(t, oversub=1.0, prefetch="2m")
+    n_pages = int(t.arrays.a_npages[~t.arrays.a_host].sum())
+    assert r.summary["zero_fill_pages"] <= n_pages
