@@ -337,6 +337,8 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     R.finish_rows(st, k_row_start)
     n_out = int(st[R.S_OUT])
     del stamp, live
+    # decoded batches are gone; hand their memory back instead of keeping it in the pool
+    pa.default_memory_pool().release_unused()
 
     kernels_by_rank = kernels.iloc[k_pos].reset_index(drop=True)
     arrays = TraceArrays(
