@@ -1,0 +1,144 @@
+"""The uvmsim command line, run as a user would (a subprocess)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import uvmsim
+from uvmsim.trace import synth
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, check=False):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("UVMSIM_DEBUG", None)
+    p = subprocess.run([sys.executable, "-m", "uvmsim", *map(str, args)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return synth.write("training", tmp_path_factory.mktemp("t") / "tr.uvmtrace", layers=3,
+                       steps=1, weight_bytes=3 << 20, activation_bytes=5 << 20)
+
+
+def test_replay_json_is_exactly_the_summary(trace):
+    p = cli("replay", trace, "--oversub", "2", "--prefetch", "64k", "--json", check=True)
+    got = json.loads(p.stdout)
+    assert p.stdout.count("\n") == 1
+    want = uvmsim.simulate(uvmsim.load_trace(trace), oversub=2.0, prefetch="64k").summary
+    assert got == want
+
+
+def test_replay_capacity_and_params(trace, tmp_path):
+    p = cli("replay", trace, "--capacity", "8MiB", "--prefetch-param", "threshold=80",
+            "--fault-batch-size", "32", "--hardware", "a100-pcie4", "--json",
+            "--kernels-out", tmp_path / "k.csv", check=True)
+    s = json.loads(p.stdout)
+    assert s["capacity_chunks"] == 4
+    want = uvmsim.simulate(uvmsim.load_trace(trace), capacity_bytes=8 << 20,
+                           prefetch_params={"threshold": 80}, fault_batch_size=32,
+                           hardware="a100-pcie4").summary
+    assert s == want
+    k = pd.read_csv(tmp_path / "k.csv")
+    assert len(k) == s["kernels"] and k["faults"].sum() == s["faults"]
+
+
+def test_replay_human_output(trace):
+    p = cli("replay", trace, check=True)
+    assert "evicted_chunks" in p.stdout and "sim_time_ns" in p.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["replay", "/nonexistent.uvmtrace"], "no such trace directory"),
+    (["replay", "{trace}", "--prefetch", "bogus"], "unknown prefetch policy 'bogus'"),
+    (["replay", "{trace}", "--evict", "no.such.module:x"], "cannot load eviction policy"),
+    (["replay", "{trace}", "--prefetch-param", "nope=1"], "has no parameter 'nope'"),
+    (["replay", "{trace}", "--prefetch-param", "threshold"], "is not NAME=VALUE"),
+    (["replay", "{trace}", "--hardware", "tpu"], "unknown hardware 'tpu'"),
+    (["synth", "zipf", "-o", "{tmp}/z.uvmtrace", "--param", "colour=1"],
+     "takes no parameter 'colour'"),
+])
+def test_user_errors_are_one_line_no_traceback(trace, tmp_path, args, msg):
+    args = [a.format(trace=trace, tmp=tmp_path) for a in args]
+    p = cli(*args)
+    assert p.returncode == 2
+    assert msg in p.stderr
+    assert "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["replay", "x", "--oversub", "0"],
+                                  ["replay", "x", "--oversub", "2", "--capacity", "1GiB"],
+                                  ["replay", "x", "--capacity", "lots"],
+                                  ["replay", "x", "--fault-batch-size", "0"],
+                                  ["frobnicate"]])
+def test_bad_arguments_exit_nonzero(args):
+    p = cli(*args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_malformed_trace_is_a_user_error(trace, tmp_path):
+    import shutil
+    bad = tmp_path / "bad.uvmtrace"
+    shutil.copytree(trace, bad)
+    (bad / "manifest.json").write_text('{"format": "uvmtrace", "version": 7}')
+    p = cli("info", bad)
+    assert p.returncode == 2 and "unknown version 7" in p.stderr
+
+
+def test_info(trace):
+    p = cli("info", trace, "--json", check=True)
+    info = json.loads(p.stdout)
+    t = uvmsim.load_trace(trace)
+    assert info["kernels"] == t.n_kernels and info["accesses"] == t.n_accesses
+    assert info["peak_blocks"] == t.peak_blocks and info["footprint_bytes"] == t.footprint_bytes
+    assert info["allocations"] == len(t.allocations)
+
+
+def test_synth_writes_a_valid_deterministic_trace(tmp_path):
+    a = cli("synth", "zipf", "-o", tmp_path / "a.uvmtrace", "--seed", "4", "--footprint",
+            "16MiB", "--kernels", "3", "--param", "alpha=1.1", check=True)
+    cli("synth", "zipf", "-o", tmp_path / "b.uvmtrace", "--seed", "4", "--footprint", "16MiB",
+        "--kernels", "3", "--param", "alpha=1.1", check=True)
+    ta, tb = uvmsim.load_trace(tmp_path / "a.uvmtrace"), uvmsim.load_trace(tmp_path / "b.uvmtrace")
+    assert ta.n_kernels == 3 and (ta.arrays.row_page == tb.arrays.row_page).all()
+    assert a.stdout.strip().endswith("a.uvmtrace")
+    p = cli("synth", "zipf", "-o", tmp_path / "a.uvmtrace")
+    assert p.returncode == 2 and "exists" in p.stderr
+
+
+def test_sweep_table_and_plot(trace, tmp_path):
+    p = cli("sweep", trace, "--oversub", "1,2", "--prefetch", "none,2m", "-o",
+            tmp_path / "s.parquet", "--plot", tmp_path / "s.png", "--no-progress", "--jobs", "2",
+            check=True)
+    df = pd.read_parquet(tmp_path / "s.parquet")
+    assert len(df) == 4
+    assert list(df["prefetch"]) == ["none", "none", "2m", "2m"]     # the caller's order
+    assert (df.loc[df["oversub"] == 1.0, "slowdown"] == 1.0).all()
+    assert (tmp_path / "s.png").stat().st_size > 10_000
+    assert "slowdown" in p.stdout
+    one = uvmsim.simulate(uvmsim.load_trace(trace), oversub=2.0, prefetch="2m").summary
+    row = df[(df["prefetch"] == "2m") & (df["oversub"] == 2.0)].iloc[0]
+    assert row["faults"] == one["faults"] and row["sim_time_ns"] == pytest.approx(one["sim_time_ns"])
+
+
+def test_policies_and_hardware_lists():
+    p = cli("policies", "--json", check=True)
+    names = {(r["kind"], r["name"]) for r in json.loads(p.stdout)}
+    assert {("prefetch", "density"), ("prefetch", "none"), ("evict", "lru2m")} <= names
+    p = cli("hardware", "--json", check=True)
+    hw = json.loads(p.stdout)
+    assert {"h100-pcie5", "a100-pcie4"} <= set(hw)
+    for h in hw.values():
+        assert set(h["sources"]) >= {"batch_ns", "fault_ns", "bw_peak_gbps"}
