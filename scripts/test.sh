@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh -m gpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev || exit 1
+bash scripts/setup.sh dev,native || exit 1
 .venv/bin/python -m pytest -q -ra "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

@@ -2,7 +2,6 @@
 uvmsim.record's reading and joining of raw pass files, driven by a fake traced program."""
 from __future__ import annotations
 
-import ctypes  # noqa: F401  (used in a subprocess snippet)
 import json
 import os
 import shutil

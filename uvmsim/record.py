@@ -352,6 +352,8 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
     dropped_accesses = 0
     unknown_pages = 0
     skipped: Counter = stats["skipped"]
+    no_pages: Counter = Counter()  # kernels that touched no global page (or whose accesses
+    merged_nodes = 0               # the patch cannot see, e.g. TMA tensor copies)
     ki = 0
     for r in pages.lines:
         t = r.get("t")
@@ -388,6 +390,10 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
                            "t_end_ns": tr["end"] if tr else None})
             if r.get("error"):
                 kernel_errors.append(f"kernel {kid} {r['name']}: {r['error']}")
+            if int(r.get("merged", 1)) > 1:
+                merged_nodes += 1
+            if int(r.get("n", 0)) == 0 and not r.get("error"):
+                no_pages[r["name"]] += 1
             dropped_accesses += int(r.get("dropped", 0))
             unknown_pages += int(r.get("unknown", 0))
             n, off = int(r.get("n", 0)), int(r.get("off", 0))
@@ -469,6 +475,9 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
         "access_rows_dropped_outside_live_allocations": out_of_range,
         "kernels_with_dropped_rows": out_of_range_kernels,
         "errors": kernel_errors[:50],
+        "kernels_without_pages": int(sum(no_pages.values())),
+        "kernels_without_pages_by_name": dict(no_pages.most_common(20)),
+        "graph_kernels_with_merged_pages": merged_nodes,
     })
     stats["skipped"] = dict(skipped)
     return tables, stats
@@ -579,15 +588,19 @@ def _build_cuda_info() -> dict[str, Any]:
 
 
 def _write_uvm_events(trace: Path, timing: RawPass | None) -> int:
-    """CUPTI unified-memory counter records, if any arrived, to uvm_events.parquet."""
+    """CUPTI unified-memory counter records, if any arrived, to uvm_events.parquet.
+
+    `value` is CUPTI's: bytes for transfers, the fault count for GPU page faults (and, per
+    CUPTI, a program counter for CPU page faults). Times are CUPTI's GPU timestamps (ns).
+    """
     rows = timing.of("um") if timing is not None else []
     if not rows:
         return 0
     import pyarrow as pa
     import pyarrow.parquet as pq
-    names = {0: "bytes_htod", 1: "bytes_htod", 2: "bytes_dtoh", 3: "cpu_page_fault",
-             4: "gpu_page_fault", 5: "thrashing", 6: "throttling", 7: "remote_map",
-             8: "bytes_dtod"}
+    # CUpti_ActivityUnifiedMemoryCounterKind
+    names = {1: "bytes_htod", 2: "bytes_dtoh", 3: "cpu_page_fault", 4: "gpu_page_fault",
+             5: "thrashing", 6: "throttling", 7: "remote_map", 8: "bytes_dtod"}
     t = pa.table({
         "counter": [names.get(r["counter"], str(r["counter"])) for r in rows],
         "value": pa.array([r["value"] for r in rows], pa.uint64()),
@@ -610,8 +623,11 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
 
     `passes` is ``pages``, ``timing`` or ``both`` (pages first). The trace is written even
     when the program fails or crashes, with ``source.complete`` false when a pass did not
-    reach its exit handler. Raises `RecordError` for problems of the collector itself (and,
-    with `strict`, `LaunchMismatchError` when the passes' launch sequences differ).
+    reach its exit handler. `uvm_counters` adds a run with CUPTI unified-memory counters
+    (written to ``uvm_events.parquet``); `extra_env` is set for the program in every run;
+    `keep_raw` keeps the raw pass files in that folder. Raises `RecordError` for problems of
+    the collector itself (and, with `strict`, `LaunchMismatchError` when the passes' launch
+    sequences differ).
     """
     if passes not in ("pages", "timing", "both"):
         raise RecordError(f"--pass {passes!r}: expected pages, timing or both")
@@ -626,6 +642,9 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         raise RecordError(f"{out_p} exists (use --overwrite to replace it)")
     library = find_library(lib)
     run = ["pages", "timing"] if passes == "both" else [passes]
+    # the counters need the program's own UVM behaviour, so they get a run of their own
+    # without the timing pass's prefetching (durations stay fault-free)
+    extra = ["uvm"] if uvm_counters else []
     if "pages" in run and _library_has_pages(library) is False:
         raise RecordError(f"{library} was built without the Compute Sanitizer API, so it has "
                           "no page pass (rebuild with UVMTRACE_SANITIZER_ROOT set, or use "
@@ -635,7 +654,7 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
     raw_root.mkdir(parents=True, exist_ok=True)
     env = dict(extra_env or {})
     env["UVMTRACE_PREFETCH_MANAGED"] = "1" if prefetch_managed else "0"
-    env["UVMTRACE_UM_COUNTERS"] = "1" if uvm_counters else "0"
+    env["UVMTRACE_UM_COUNTERS"] = "0"
     statuses: dict[str, int] = {}
     wall: dict[str, float] = {}
     pass_notes: list[str] = []
@@ -649,6 +668,17 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
             statuses[p] = _exit_status(_run_pass(p, cmd, library, d, inject=inject,
                                                  extra_env=env))
             wall[p] = (_dt.datetime.now() - t0).total_seconds()
+        uvm_raw = None
+        for p in extra:  # the "uvm" run is the timing pass with counters, no prefetching
+            d = raw_root / p
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+            t0 = _dt.datetime.now()
+            statuses[p] = _exit_status(_run_pass(
+                "timing", cmd, library, d, inject=inject,
+                extra_env=dict(env, UVMTRACE_PREFETCH_MANAGED="0", UVMTRACE_UM_COUNTERS="1")))
+            wall[p] = (_dt.datetime.now() - t0).total_seconds()
+            uvm_raw = _pick_process(read_raw_pass(d, "timing"), pass_notes)
         raw = {p: _pick_process(read_raw_pass(raw_root / p, p), pass_notes) for p in run}
         complete = True
         reasons = []
@@ -678,6 +708,12 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         }
         source.update(_gpu_info())
         source.update(stats)
+        if extra_env:
+            source["env"] = dict(extra_env)
+        for k in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF",
+                  "NVIDIA_TF32_OVERRIDE", "CUDA_MODULE_LOADING"):
+            if k in os.environ:  # settings that change what the program does on the GPU
+                source.setdefault("env_inherited", {})[k] = os.environ[k]
         if pass_notes:
             source["notes_processes"] = pass_notes
         if notes:
@@ -688,10 +724,9 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
                 source[f"{p}_pass_end"] = rp.end
                 if rp.bad_lines:
                     source[f"{p}_pass_unreadable_lines"] = rp.bad_lines
-        if "timing" in raw and raw["timing"] is not None:
-            att = raw["timing"].of("um_attempt")
-            if att:
-                source["uvm_counter_attempts"] = att
+        if uvm_counters:
+            source["uvm_counter_attempts"] = uvm_raw.of("um_attempt") if uvm_raw else []
+            source["uvm_counter_records"] = len(uvm_raw.of("um")) if uvm_raw else 0
         if len(set(statuses.values())) > 1:
             print(f"uvmsim record: warning: the passes exited differently: {statuses}",
                   file=sys.stderr)
@@ -711,7 +746,7 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         write_trace(out_p, allocations=tables["allocations"], events=tables["events"],
                     kernels=tables["kernels"], accesses=tables["accesses"], source=source,
                     overwrite=overwrite)
-        n_um = _write_uvm_events(out_p, raw.get("timing"))
+        n_um = _write_uvm_events(out_p, uvm_raw)
         if n_um:
             m = json.loads((out_p / "manifest.json").read_text())
             m["source"]["uvm_events_rows"] = n_um
@@ -740,8 +775,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="timing pass: do not prefetch managed memory before each launch "
                         "(durations then include UVM faults)")
     p.add_argument("--uvm-counters", action="store_true",
-                   help="timing pass: try CUPTI unified-memory counters; rows that arrive go "
-                        "to uvm_events.parquet")
+                   help="one more run with CUPTI unified-memory counters (GPU page faults, "
+                        "transfers) and no prefetching; its records go to uvm_events.parquet")
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 2, no trace) when the passes' launch sequences differ "
                         "instead of writing the trace without durations")
@@ -749,6 +784,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="load the collector with CUDA_INJECTION64_PATH (default) or LD_PRELOAD")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--notes", help="free text stored in the manifest's source.notes")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="set an environment variable for the traced program in every pass "
+                        "(repeatable); recorded in the manifest")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...: the program to trace")
 
 
@@ -757,11 +795,18 @@ def run_from_args(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    env = {}
+    for kv in getattr(args, "env", []) or []:
+        if "=" not in kv or kv.startswith("="):
+            print(f"uvmsim record: error: --env {kv!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        k, v = kv.split("=", 1)
+        env[k] = v
     try:
         return record(args.output, cmd, args.passes, lib=args.lib, keep_raw=args.keep_raw,
                       prefetch_managed=not args.no_prefetch_managed,
                       uvm_counters=args.uvm_counters, strict=args.strict, inject=args.inject,
-                      overwrite=args.overwrite, notes=args.notes)
+                      overwrite=args.overwrite, notes=args.notes, extra_env=env)
     except RecordError as e:
         print(f"uvmsim record: error: {e}", file=sys.stderr)
         return 2

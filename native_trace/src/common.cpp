@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -147,6 +148,13 @@ int64_t stream_id(const void* handle) {
   int64_t id = (int64_t)ids->size() + 1;
   ids->emplace(handle, id);
   return id;
+}
+
+void* driver_sym(const char* name) {
+  static void* h = nullptr;  // retried: with LD_PRELOAD, libcuda may not be loaded yet
+  if (h == nullptr) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void* f = h ? dlsym(h, name) : nullptr;
+  return f ? f : dlsym(RTLD_DEFAULT, name);
 }
 
 }  // namespace uvmt

@@ -43,6 +43,10 @@ uint64_t env_u64(const char* name, uint64_t dflt);
 // numbered in order of first sight. Thread-safe.
 int64_t stream_id(const void* handle);
 
+// A CUDA driver entry point. libcuda is usually dlopen'ed RTLD_LOCAL by the runtime, so
+// RTLD_DEFAULT alone does not find it.
+void* driver_sym(const char* name);
+
 // Entry points of the passes (defined in pages_pass.cpp / timing_pass.cpp or their stubs).
 int pages_pass_init();
 int timing_pass_init();

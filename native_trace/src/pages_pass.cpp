@@ -64,6 +64,11 @@ struct Pending {  // a launch between its begin callback and its read-back
   CUcontext ctx;
   bool instrumented;
   int node_index;
+  CUfunction function = nullptr;
+  Sanitizer_StreamHandle hs_api = nullptr, hs_node = nullptr;  // graph nodes
+  int rc_launch_data = -1, rc_function_data = -1;  // results of handing over the state
+  bool launch_cb_seen = false;  // a LAUNCH_BEGIN callback also came for this graph node
+  int merged = 1;  // graph nodes sharing this node's function (and so its state)
 };
 
 struct GraphLaunch {
@@ -81,6 +86,7 @@ uint64_t g_live_gen = 0;
 std::unordered_map<CUcontext, Ctx> g_ctx;
 uint64_t g_kernels = 0, g_modules = 0, g_module_errors = 0, g_unknown_frees = 0, g_graph_launches = 0;
 uint64_t g_dropped_total = 0, g_unknown_total = 0, g_skipped_capture = 0, g_setdata_errors = 0;
+uint64_t g_launch_cb_in_graph = 0, g_graph_sync_fallbacks = 0;
 uint32_t g_ucap = 1u << 16;
 uint64_t g_rec_cap_limit = 0;  // 0: no limit beyond the live pages
 std::map<std::pair<uint64_t, uint64_t>, std::string> g_pref_loc;  // last preferred location set
@@ -213,7 +219,10 @@ std::string read_slot(Ctx& c, const Pending& p, Sanitizer_StreamHandle hs, Sanit
   std::string head = "{\"t\":\"kernel\",\"k\":" + std::to_string(seq) + ",\"name\":" + json_str(demangle(p.mangled.c_str())) +
                      ",\"mangled\":" + json_str(p.mangled) + ",\"grid\":" + dims(p.grid) + ",\"block\":" + dims(p.block) +
                      ",\"stream\":" + std::to_string(p.stream);
-  if (g_graph.active) head += ",\"graph_launch\":" + std::to_string(g_graph.index) + ",\"node\":" + std::to_string(p.node_index);
+  if (g_graph.active)
+    head += ",\"graph_launch\":" + std::to_string(g_graph.index) + ",\"node\":" + std::to_string(p.node_index) +
+            ",\"launch_cb\":" + (p.launch_cb_seen ? "true" : "false") + ",\"merged\":" + std::to_string(p.merged);
+  head += ",\"rc_data\":[" + std::to_string(p.rc_launch_data) + "," + std::to_string(p.rc_function_data) + "]";
   if (!p.instrumented) return head + ",\"off\":0,\"n\":0,\"unknown\":0,\"dropped\":0,\"error\":\"not instrumented\"}";
   if (sync_rc != SANITIZER_SUCCESS)
     return head + ",\"off\":0,\"n\":0,\"unknown\":0,\"dropped\":0,\"error\":" + json_str(std::string("synchronize: ") + rstr(sync_rc)) + "}";
@@ -257,27 +266,59 @@ Pending make_pending(const Sanitizer_LaunchData* l, size_t slot, int node) {
   p.ctx = l->context;
   p.instrumented = true;
   p.node_index = node;
+  p.function = l->function;
   return p;
 }
 
-bool set_launch_data(const Sanitizer_LaunchData* l, Sanitizer_StreamHandle hs, const void* data) {
-  SanitizerResult r = sanitizerSetLaunchCallbackData(l->hLaunch, l->function, hs, data);
-  if (r == SANITIZER_SUCCESS) return true;
-  // older drivers: per-function data is equivalent here because launches are serialized
-  r = sanitizerSetCallbackData(l->function, data);
-  if (r == SANITIZER_SUCCESS) return true;
-  if (g_setdata_errors++ < 5) warn("cannot pass state to kernel %s: %s", l->functionName ? l->functionName : "?", rstr(r));
-  return false;
+// Hands the launch its state. Per-launch data first; per-function data as the fallback of
+// older drivers, and also for graph nodes (`both`), where per-launch data alone may not
+// reach the node. Launches are serialized by this pass, so per-function data is unambiguous.
+// How graph kernel nodes get their state (UVMTRACE_GRAPH_DATA): 2 "function" (default)
+// per-function data; 1 "launch" per-launch data; 0 "both". Seen on driver 580: per-launch
+// data set in node callbacks reaches only one node of the graph (the others record nothing),
+// per-function data reaches each node.
+int g_graph_mode = 2;
+
+bool set_launch_data(const Sanitizer_LaunchData* l, Sanitizer_StreamHandle hs, const void* data, Pending* p, bool both) {
+  SanitizerResult r = SANITIZER_ERROR_NOT_INITIALIZED;
+  if (!(both && g_graph_mode == 2)) {
+    r = sanitizerSetLaunchCallbackData(l->hLaunch, l->function, hs, data);
+    if (p) p->rc_launch_data = (int)r;
+  }
+  bool ok = r == SANITIZER_SUCCESS;
+  if (both && g_graph_mode == 1) return ok;
+  if (!ok || both) {
+    SanitizerResult r2 = sanitizerSetCallbackData(l->function, data);
+    if (p) p->rc_function_data = (int)r2;
+    ok = ok || r2 == SANITIZER_SUCCESS;
+    if (!ok && g_setdata_errors++ < 5)
+      warn("cannot pass state to kernel %s: %s / %s", l->functionName ? l->functionName : "?", rstr(r), rstr(r2));
+  }
+  return ok;
 }
 
 thread_local std::vector<Pending> t_pending;
 
 void on_launch(Sanitizer_CallbackId cbid, const Sanitizer_LaunchData* l) {
-  if (g_graph.active) return;  // graph kernel nodes are handled by their node callbacks
+  if (g_graph.active) {
+    // Graph kernel nodes are set up by their node callbacks; if a launch callback comes for
+    // one too, hand the node's state over again here, where ordinary launches get theirs.
+    if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
+    ++g_launch_cb_in_graph;
+    for (auto& p : g_graph.kernels) {
+      if (!p.launch_cb_seen && p.function == l->function) {
+        p.launch_cb_seen = true;
+        Ctx& c = g_ctx[p.ctx];
+        set_launch_data(l, l->hStream, c.slots[p.slot].d_state, &p, false);
+        break;
+      }
+    }
+    return;
+  }
   if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) {
     if (is_capturing(l->stream)) {  // not executed now; it runs later as a graph node
       ++g_skipped_capture;
-      set_launch_data(l, l->hStream, nullptr);
+      set_launch_data(l, l->hStream, nullptr, nullptr, false);
       t_pending.push_back(Pending{});
       t_pending.back().instrumented = false;
       t_pending.back().slot = ~(size_t)0;
@@ -286,7 +327,7 @@ void on_launch(Sanitizer_CallbackId cbid, const Sanitizer_LaunchData* l) {
     Ctx& c = g_ctx[l->context];
     uvmt_state* st = prepare_slot(l->context, c, 0, l->hStream);
     Pending p = make_pending(l, 0, -1);
-    p.instrumented = set_launch_data(l, l->hStream, st);
+    p.instrumented = set_launch_data(l, l->hStream, st, &p, false);
     t_pending.push_back(p);
   } else if (cbid == SANITIZER_CBID_LAUNCH_END) {
     if (t_pending.empty()) return;
@@ -339,12 +380,31 @@ void on_graph(Sanitizer_CallbackId cbid, const void* data) {
       // to the graph, and this must be done before any node of the graph runs.
       Sanitizer_StreamHandle hs = l->hApiStream ? l->hApiStream : l->hStream;
       Ctx& c = g_ctx[l->context];
-      size_t k = 1 + g_graph.kernels.size();
-      uvmt_state* st = prepare_slot(l->context, c, k, hs);
-      check(sanitizerStreamSynchronize(hs), "sanitizerStreamSynchronize(graph node set-up)");
+      // Per-function data cannot tell apart two nodes of one function: they share one state
+      // and each is given the union of their pages (reported as "merged").
+      Pending* same = nullptr;
+      for (auto& q : g_graph.kernels)
+        if (q.function == l->function && q.ctx == l->context) same = &q;
+      size_t k = same ? same->slot : 1 + g_graph.kernels.size();
+      uvmt_state* st;
+      if (same) {
+        st = c.slots[k].d_state;
+      } else {
+        st = prepare_slot(l->context, c, k, hs);
+        check(sanitizerStreamSynchronize(hs), "sanitizerStreamSynchronize(graph node set-up)");
+      }
       Pending p = make_pending(l, k, (int)g_graph.kernels.size());
+      if (same) {
+        int cnt = 1;
+        for (auto& q : g_graph.kernels) cnt += q.slot == k;
+        p.merged = cnt;
+        for (auto& q : g_graph.kernels)
+          if (q.slot == k) q.merged = cnt;
+      }
       p.stream = g_graph.stream;  // node streams are the graph's internal ones
-      p.instrumented = set_launch_data(l, l->hStream, st);
+      p.hs_api = hs;
+      p.hs_node = l->hStream;
+      p.instrumented = set_launch_data(l, l->hStream, st, &p, true);
       g_graph.line_kernel.push_back((int)g_graph.kernels.size());
       g_graph.lines.emplace_back();
       g_graph.kernels.push_back(p);
@@ -363,13 +423,26 @@ void on_graph(Sanitizer_CallbackId cbid, const void* data) {
     auto* g = (const Sanitizer_GraphLaunchData*)data;
     if (g->isGraphUpload || !g_graph.active) return;
     SanitizerResult r = sanitizerStreamSynchronize(g->hStream);
+    Sanitizer_StreamHandle hs = g->hStream;
+    if (r != SANITIZER_SUCCESS) {
+      // fall back to the handles the node callbacks gave
+      ++g_graph_sync_fallbacks;
+      for (auto& p : g_graph.kernels) {
+        for (Sanitizer_StreamHandle h : {p.hs_api, p.hs_node}) {
+          if (h && sanitizerStreamSynchronize(h) == SANITIZER_SUCCESS) {
+            r = SANITIZER_SUCCESS;
+            hs = h;
+          }
+        }
+      }
+    }
     for (size_t i = 0; i < g_graph.lines.size(); ++i) {
       int ki = g_graph.line_kernel[i];
       if (ki < 0) {
         writer().line(g_graph.lines[i]);
       } else {
         const Pending& p = g_graph.kernels[(size_t)ki];
-        writer().line(read_slot(g_ctx[p.ctx], p, g->hStream, r));
+        writer().line(read_slot(g_ctx[p.ctx], p, hs, r));
       }
     }
     writer().line("{\"t\":\"graph_end\",\"graph_launch\":" + std::to_string(g_graph.index) + "}");
@@ -545,7 +618,8 @@ void at_exit() {
   writer().line("{\"t\":\"end\",\"kernels\":" + std::to_string(g_kernels) + ",\"modules\":" + std::to_string(g_modules) +
                 ",\"module_errors\":" + std::to_string(g_module_errors) + ",\"unknown_frees\":" + std::to_string(g_unknown_frees) +
                 ",\"dropped_accesses\":" + std::to_string(g_dropped_total) + ",\"unknown_pages\":" + std::to_string(g_unknown_total) +
-                ",\"skipped_captured_launches\":" + std::to_string(g_skipped_capture) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
+                ",\"skipped_captured_launches\":" + std::to_string(g_skipped_capture) +
+                ",\"launch_callbacks_in_graphs\":" + std::to_string(g_launch_cb_in_graph) + ",\"graph_sync_fallbacks\":" + std::to_string(g_graph_sync_fallbacks) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
                 ",\"t_ns\":" + std::to_string(now_ns()) + "}");
 }
 
@@ -558,7 +632,8 @@ int pages_pass_init() {
   g_ucap = 1;
   while (g_ucap < ucap && g_ucap < (1u << 30)) g_ucap <<= 1;
   g_rec_cap_limit = env_u64("UVMTRACE_MAX_PAGES_PER_KERNEL", 0);
-  g_is_capturing = (StreamIsCapturingFn)dlsym(RTLD_DEFAULT, "cuStreamIsCapturing");
+  if (const char* gm = getenv("UVMTRACE_GRAPH_DATA")) g_graph_mode = strcmp(gm, "launch") == 0 ? 1 : strcmp(gm, "function") == 0 ? 2 : 0;
+  g_is_capturing = (StreamIsCapturingFn)driver_sym("cuStreamIsCapturing");
   Sanitizer_SubscriberHandle h;
   SanitizerResult r = sanitizerSubscribe(&h, callback, nullptr);
   if (r != SANITIZER_SUCCESS) fatal("sanitizerSubscribe failed: %s (%d); is another tool (compute-sanitizer, a profiler) attached?", rstr(r), (int)r);

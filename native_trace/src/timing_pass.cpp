@@ -30,9 +30,14 @@ thread_local int t_launch_depth = 0;  // >0 inside a launch call (runtime wraps 
 typedef CUresult (*PrefetchV2Fn)(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
 typedef CUresult (*CtxGetDeviceFn)(CUdevice*);
 typedef CUresult (*StreamSyncFn)(CUstream);
+typedef CUresult (*IsCapturingFn)(CUstream, CUstreamCaptureStatus*);
+typedef CUresult (*ExchangeModeFn)(CUstreamCaptureMode*);
 PrefetchV2Fn p_prefetch = nullptr;
 CtxGetDeviceFn p_ctx_get_device = nullptr;
 StreamSyncFn p_stream_sync = nullptr;
+IsCapturingFn p_is_capturing = nullptr;
+ExchangeModeFn p_exchange_mode = nullptr;
+uint64_t g_prefetch_skipped_capture = 0;
 
 const char* cstr(CUptiResult r) {
   const char* s = nullptr;
@@ -42,18 +47,27 @@ const char* cstr(CUptiResult r) {
 
 void resolve_driver() {
   if (p_prefetch) return;
-  p_prefetch = (PrefetchV2Fn)dlsym(RTLD_DEFAULT, "cuMemPrefetchAsync_v2");
-  p_ctx_get_device = (CtxGetDeviceFn)dlsym(RTLD_DEFAULT, "cuCtxGetDevice");
-  p_stream_sync = (StreamSyncFn)dlsym(RTLD_DEFAULT, "cuStreamSynchronize");
+  p_prefetch = (PrefetchV2Fn)driver_sym("cuMemPrefetchAsync_v2");
+  p_ctx_get_device = (CtxGetDeviceFn)driver_sym("cuCtxGetDevice");
+  p_stream_sync = (StreamSyncFn)driver_sym("cuStreamSynchronize");
+  p_is_capturing = (IsCapturingFn)driver_sym("cuStreamIsCapturing");
+  p_exchange_mode = (ExchangeModeFn)driver_sym("cuThreadExchangeStreamCaptureMode");
 }
 
-// Makes the managed allocations resident on this thread's device before a launch.
-void prefetch_managed() {
+// Makes the live managed allocations resident on this thread's device before a launch on
+// `stream`, and waits for that, so the kernel's duration holds no faults. Nothing is done
+// while the stream is being captured into a graph (the launch does not run then).
+void prefetch_managed(CUstream stream) {
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_prefetch || g_managed.empty()) return;
   resolve_driver();
-  if (!p_prefetch || !p_ctx_get_device || !p_stream_sync) {
-    if (g_prefetch_errors++ == 0) warn("timing pass: cuMemPrefetchAsync_v2 not found; managed kernels are timed with their faults");
+  if (!p_prefetch || !p_ctx_get_device || !p_stream_sync || !p_is_capturing || !p_exchange_mode) {
+    if (g_prefetch_errors++ == 0) warn("timing pass: driver entry points for prefetching not found; managed kernels are timed with their faults");
+    return;
+  }
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (p_is_capturing(stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+    ++g_prefetch_skipped_capture;
     return;
   }
   CUdevice dev = 0;
@@ -62,13 +76,15 @@ void prefetch_managed() {
   memset(&loc, 0, sizeof loc);
   loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
   loc.id = dev;
+  // relaxed: a capture in progress on another stream must not be invalidated by our calls
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  p_exchange_mode(&mode);
   for (auto& kv : g_managed) {
     ++g_prefetches;
-    if (p_prefetch((CUdeviceptr)kv.first, (size_t)kv.second, loc, 0, nullptr) != CUDA_SUCCESS) ++g_prefetch_errors;
+    if (p_prefetch((CUdeviceptr)kv.first, (size_t)kv.second, loc, 0, stream) != CUDA_SUCCESS) ++g_prefetch_errors;
   }
-  // The legacy stream would order this before blocking streams only; wait instead so the
-  // kernel on any stream finds its pages resident.
-  if (p_stream_sync(nullptr) != CUDA_SUCCESS) ++g_prefetch_errors;
+  if (p_stream_sync(stream) != CUDA_SUCCESS) ++g_prefetch_errors;
+  p_exchange_mode(&mode);
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
@@ -126,8 +142,54 @@ CUptiResult try_um(CUpti_ActivityUnifiedMemoryCounterScope scope, const char* wh
   return rc_en;
 }
 
-void on_launch_enter() {
-  if (t_launch_depth++ == 0) prefetch_managed();
+// The stream a launch call names (0 in a _ptsz call means the per-thread default stream).
+CUstream launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params) {
+  CUstream st = nullptr;
+  bool ptsz = false;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: ptsz = true; [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: st = ((const cuLaunchKernel_params*)params)->hStream; break;
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: ptsz = true; [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        auto* c = ((const cuLaunchKernelEx_params*)params)->config;
+        st = c ? c->hStream : nullptr;
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: ptsz = true; [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: st = ((const cuLaunchCooperativeKernel_params*)params)->hStream; break;
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: ptsz = true; [[fallthrough]];
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: st = ((const cuGraphLaunch_params*)params)->hStream; break;
+      default: break;
+    }
+  } else {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000: ptsz = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:  // same parameter layout
+        st = (CUstream)((const cudaLaunchKernel_v7000_params*)params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: ptsz = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
+        auto* c = ((const cudaLaunchKernelExC_v11060_params*)params)->config;
+        st = c ? (CUstream)c->stream : nullptr;
+        break;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+        st = (CUstream)((const cudaLaunchCooperativeKernel_v9000_params*)params)->stream;
+        break;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000: ptsz = true; [[fallthrough]];
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000: st = (CUstream)((const cudaGraphLaunch_v10000_params*)params)->stream; break;
+      default: break;
+    }
+  }
+  if (st == nullptr && ptsz) st = CU_STREAM_PER_THREAD;
+  return st;
+}
+
+void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params) {
+  if (t_launch_depth++ == 0) prefetch_managed(launch_stream(domain, cbid, params));
 }
 void on_launch_exit() {
   if (t_launch_depth > 0) --t_launch_depth;
@@ -160,17 +222,17 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
         }
         return;
       default:  // one of the launch calls
-        enter ? on_launch_enter() : on_launch_exit();
+        enter ? on_launch_enter(domain, cbid, cb->functionParams) : on_launch_exit();
         return;
     }
   }
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter() : on_launch_exit();
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter(domain, cbid, cb->functionParams) : on_launch_exit();
 }
 
 void at_exit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   writer().line("{\"t\":\"end\",\"kernels\":" + std::to_string(g_kernels) + ",\"prefetches\":" + std::to_string(g_prefetches) +
-                ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) + ",\"um_records\":" + std::to_string(g_um_records) +
+                ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) + ",\"prefetch_skipped_capture\":" + std::to_string(g_prefetch_skipped_capture) + ",\"um_records\":" + std::to_string(g_um_records) +
                 ",\"dropped_records\":" + std::to_string(g_dropped_records) + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
 }
 

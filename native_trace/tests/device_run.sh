@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs the collector's GPU work on the device machine in one go (build + chosen steps), with
 # every log under $OUT (or ./device_out). Usage: bash native_trace/tests/device_run.sh STEP...
-#   info build tests um bench traces smoke
+#   info build smoke tests um bench tf32 resnet_notf32 traces
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device_out}; mkdir -p "$OUT"
@@ -14,22 +14,39 @@ for step in "$@"; do
       { nvidia-smi; nvcc --version | tail -2; ls /usr/local/cuda/compute-sanitizer | head;
         python3 -c "import torch, torchvision, numba, pyarrow, pandas; print(torch.__version__, torchvision.__version__)"; } 2>&1 | tee "$OUT/info.log" ;;
     build)
-      CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-      { cmake -S native_trace -B $B -DUVMT_TEST_ARCH=$CC && cmake --build $B -j 16; } > "$OUT/build.log" 2>&1
+      SMCC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+      { cmake -S native_trace -B $B -DUVMT_TEST_ARCH=$SMCC && cmake --build $B -j 16; } > "$OUT/build.log" 2>&1
       echo "build rc=$?"; tail -5 "$OUT/build.log" ;;
     smoke)
       rm -rf /tmp/smoke; timeout 120 python3 -m uvmsim.record -o /tmp/smoke/p.uvmtrace --keep-raw /tmp/smoke/raw -- $B/uvmt_testprog all 2>&1 | tee "$OUT/smoke.log"
-      head -c 3000 /tmp/smoke/raw/pages/pages.*.jsonl; grep -v '"kact"' /tmp/smoke/raw/timing/*.jsonl | head -20
+      { grep -h -v '"alloc"\|"free"' /tmp/smoke/raw/pages/pages.*.jsonl | cut -c1-400; grep -h -v '"kact"' /tmp/smoke/raw/timing/*.jsonl; } | tee -a "$OUT/smoke.log" | grep -i 'graph\|"end"' 
       python3 -c "import json;m=json.load(open('/tmp/smoke/p.uvmtrace/manifest.json'));print(json.dumps(m['source'],indent=1)[:4000])" ;;
     tests)
-      UVMTRACE_BUILD_DIR=$B timeout 420 python3 -m pytest -m gpu tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+      UVMTRACE_BUILD_DIR=$B timeout 300 python3 -m pytest -m gpu tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
     um)
       rm -rf /tmp/um; timeout 120 python3 -m uvmsim.record -o /tmp/um/u.uvmtrace --pass timing --uvm-counters --keep-raw /tmp/um/raw -- $B/uvmt_testprog all > "$OUT/um.log" 2>&1
       grep -h '"um' /tmp/um/raw/timing/*.jsonl | head -20 | tee -a "$OUT/um.log" ;;
     bench)
-      timeout 540 python3 benchmarks/trace_overhead.py --json "$OUT/overhead.json" 2>&1 | tee "$OUT/bench.log" | grep -v '^ ' ;;
+      timeout 420 python3 benchmarks/trace_overhead.py --json "$OUT/overhead.json" 2>&1 | tee "$OUT/bench.log" | grep -v '^ ' ;;
+    tf32)  # do the Hopper TMA kernels (no pages) go away without TF32?
+      for f in tf32 notf32; do rm -rf /tmp/x_$f.uvmtrace; fl=""; [ $f = notf32 ] && fl=--no-tf32
+        timeout 200 python3 -m uvmsim.record -o /tmp/x_$f.uvmtrace -- python3 native_trace/tests/torch_train.py --model resnet50 --batch 4 --image 128 --steps 1 $fl > /dev/null 2>&1
+      done
+      python3 -c "
+import json
+for f in ('tf32', 'notf32'):
+    s = json.load(open(f'/tmp/x_{f}.uvmtrace/manifest.json'))['source']
+    print(f'{f}: missing={s[\"kernels_without_pages\"]} kernels={s[\"kernels\"]} rows={s[\"access_rows\"]} join={s[\"join\"][\"status\"]} by_name={s[\"kernels_without_pages_by_name\"]}')
+" 2>&1 | tee "$OUT/tf32.log" ;;
+    resnet_notf32)  # re-capture the ResNet-50 traces without TF32 if that leaves no kernel without pages
+      if grep -q '^notf32: missing=0 ' "$OUT/tf32.log"; then
+        RESNET_FLAGS=--no-tf32 ONLY="resnet50_pca resnet50_nopca" bash native_trace/tests/make_traces.sh 2>&1 | tee -a "$OUT/traces.log"
+        python3 native_trace/tests/trace_summary.py traces/resnet50_*.uvmtrace 2>&1 | tee -a "$OUT/traces.log"
+        for n in resnet50_pca resnet50_nopca; do tar cf "$OUT/trace_$n.tar" traces/$n.uvmtrace; done
+      else echo "no-tf32 does not remove the kernels without pages: keeping the TF32 captures" | tee -a "$OUT/traces.log"; fi ;;
     traces)
-      bash native_trace/tests/make_traces.sh 2>&1 | tee "$OUT/traces.log"
-      tar czf "$OUT/traces.tgz" traces/*.uvmtrace && ls -la "$OUT/traces.tgz" ;;
+      bash native_trace/tests/make_traces.sh 2>&1 | tee -a "$OUT/traces.log"
+      python3 native_trace/tests/trace_summary.py traces/*.uvmtrace 2>&1 | tee -a "$OUT/traces.log"
+      for t in traces/*.uvmtrace; do n=$(basename $t .uvmtrace); tar cf "$OUT/trace_$n.tar" $t; done; ls -la "$OUT" ;;
   esac
 done

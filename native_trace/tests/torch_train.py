@@ -68,12 +68,18 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2, help="gpt2 layers")
     ap.add_argument("--width", type=int, default=256, help="gpt2 model width")
     ap.add_argument("--vocab", type=int, default=8192, help="gpt2 vocabulary")
+    ap.add_argument("--no-tf32", action="store_true",
+                    help="disable TF32 in cuDNN and cuBLAS (on Hopper this avoids the TMA "
+                         "kernels whose loads Compute Sanitizer cannot see)")
     a = ap.parse_args()
 
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if a.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(1)
     if a.model == "mlp":

@@ -5,6 +5,8 @@
 //   uvmt_testprog all     every scenario below, prints checksums
 //   uvmt_testprog crash   one kernel, then abort()
 //   uvmt_testprog exit3   one kernel, then exit status 3
+//
+// Managed memory stays small (5 MiB): never ask a shared GPU for more than it has free.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -177,6 +179,33 @@ int main(int argc, char** argv) {
   double msum = 0;
   for (size_t i = 0; i < nM; ++i) msum += M[i];
 
+  // managed N: 3 MiB, host-initialised, written by the GPU with no prefetch: GPU page faults
+  float* N;
+  const size_t nN = 3 * MiB / 4;
+  CK(cudaMallocManaged(&N, 3 * MiB));
+  for (size_t i = 0; i < nN; ++i) N[i] = 0.25f;
+  k_seq_write<<<grid_for(nN), 256>>>(N, nN);
+  CK(cudaDeviceSynchronize());
+  for (size_t i = 0; i < nN; i += 1024) msum += N[i];
+
+  // a graph whose two kernel nodes run the same function (fill G, fill the first 256 KiB of H)
+  cudaGraph_t graph2;
+  cudaGraphExec_t gexec2;
+  CK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  k_fill<<<grid_for(nG), 256, 0, s1>>>(G, nG, 4.0f);
+  k_fill<<<grid_for(nG), 256, 0, s1>>>(H, nG, 5.0f);
+  CK(cudaStreamEndCapture(s1, &graph2));
+  CK(cudaGraphInstantiate(&gexec2, graph2, 0));
+  CK(cudaGraphLaunch(gexec2, s1));
+  CK(cudaStreamSynchronize(s1));
+
+  // stream-ordered allocation: P (40 KiB) from the default pool, filled on s2, freed on s2
+  float* P;
+  CK(cudaMallocAsync((void**)&P, 40 * KiB, s2));
+  k_fill<<<grid_for(10 * KiB), 256, 0, s2>>>(P, 10 * KiB, 6.0f);
+  CK(cudaFreeAsync(P, s2));
+  CK(cudaStreamSynchronize(s2));
+
   // copies and a memset: H2D into E, D2D A->F, memset of E, D2H of results
   std::vector<float> host(64 * KiB, 7.0f);
   CK(cudaMemcpy(E, host.data(), 64 * KiB * 4, cudaMemcpyHostToDevice));
@@ -199,10 +228,12 @@ int main(int argc, char** argv) {
   printf("checksum D %u %u %u %u\n", hD[0], hD[1024], hD[2048], hD[3072]);
   printf("checksum M %.1f\n", msum);
 
+  CK(cudaGraphExecDestroy(gexec2));
+  CK(cudaGraphDestroy(graph2));
   CK(cudaGraphExecDestroy(gexec));
   CK(cudaGraphDestroy(graph));
   CK(cudaStreamDestroy(s1));
   CK(cudaStreamDestroy(s2));
-  for (void* p : {(void*)A, (void*)B, (void*)C, (void*)I, (void*)D, (void*)Fl, (void*)E, (void*)F, (void*)G, (void*)H, (void*)M}) CK(cudaFree(p));
+  for (void* p : {(void*)A, (void*)B, (void*)C, (void*)I, (void*)D, (void*)Fl, (void*)E, (void*)F, (void*)G, (void*)H, (void*)M, (void*)N}) CK(cudaFree(p));
   return 0;
 }

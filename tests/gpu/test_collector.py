@@ -91,7 +91,7 @@ def _allocs(t) -> dict:
     by = {}
     for sz, name in ((4 * MiB, "A"), (12 * KiB, "B"), (16 * KiB, "I"), (20 * KiB, "C"),
                      (24 * KiB, "D"), (28 * KiB, "Fl"), (1 * MiB, "E"), (512 * KiB, "F"),
-                     (256 * KiB, "G"), (260 * KiB, "H"), (2 * MiB, "M")):
+                     (256 * KiB, "G"), (260 * KiB, "H"), (2 * MiB, "M"), (3 * MiB, "N")):
         rows = a[(a["size"] == sz) & (a["name"].isna())]
         assert len(rows) == 1, f"expected one allocation of {sz} bytes ({name}), got {len(rows)}"
         by[name] = rows.iloc[0]
@@ -101,12 +101,12 @@ def _allocs(t) -> dict:
 def test_kernel_sequence_and_pages(prog_trace):
     t = prog_trace["t"]
     al = _allocs(t)
-    assert al["M"]["kind"] == "managed"
+    assert al["M"]["kind"] == "managed" and al["N"]["kind"] == "managed"
     assert all(al[n]["kind"] == "device" for n in "ABCDEFGHI")
     names = [n.split("(")[0] for n in t["kernels"].name]
     assert names == ["k_seq_write", "k_strided_read", "k_random_read", "k_rmw", "k_atomics",
                      "k_fill", "k_fill", "k_fill", "k_scale", "k_fill", "k_scale",
-                     "k_seq_write"]
+                     "k_seq_write", "k_seq_write", "k_fill", "k_fill", "k_fill"]
     base = {n: int(al[n]["base"]) for n in al}
     f4 = lambda name, idx: base[name] + 4 * np.asarray(idx, dtype=np.int64)  # noqa: E731
     nA = 4 * MiB // 4
@@ -128,6 +128,24 @@ def test_kernel_sequence_and_pages(prog_trace):
         _check_kernel(t, k, [(f4("G", np.arange(nG)), 2)])
         _check_kernel(t, k + 1, [(f4("G", np.arange(nG)), 1), (f4("H", np.arange(nG)), 2)])
     _check_kernel(t, 11, [(f4("M", np.arange(2 * MiB // 4)), 2)])
+    _check_kernel(t, 12, [(f4("N", np.arange(3 * MiB // 4)), 2)])
+    # two nodes of one graph running the same function share their state: each gets the
+    # union of both nodes' pages, and the manifest says so
+    both = [(f4("G", np.arange(nG)), 2), (f4("H", np.arange(nG)), 2)]
+    _check_kernel(t, 13, both)
+    _check_kernel(t, 14, both)
+    assert t["manifest"]["source"]["graph_kernels_with_merged_pages"] == 2
+    # cudaMallocAsync: its own allocation (kind pool), written, then freed
+    a = t["allocations"]
+    pool = a[a["kind"] == "pool"]
+    assert len(pool) == 1 and int(pool["size"].iloc[0]) == 40 * KiB
+    assert pool["name"].iloc[0] == "cudaMallocAsync"
+    _check_kernel(t, 15, [(int(pool["base"].iloc[0]) + 4 * np.arange(10 * KiB), 2)])
+    ev = t["events"]
+    pid = int(pool["alloc_id"].iloc[0])
+    k15 = int(ev[(ev.op == "kernel") & (ev.kernel_id == 15)].seq.iloc[0])
+    assert int(ev[(ev.op == "alloc") & (ev.alloc_id == pid)].seq.iloc[0]) < k15
+    assert int(ev[(ev.op == "free") & (ev.alloc_id == pid)].seq.iloc[0]) > k15
 
 
 def test_streams(prog_trace):
@@ -137,6 +155,7 @@ def test_streams(prog_trace):
     assert s[0] == 0, "default-stream launch should be stream 0"
     assert s[5] != s[6] and s[5] != 0 and s[6] != 0, f"two streams expected, got {s[5:7]}"
     assert s[7] == s[8] == s[9] == s[10], "graph kernels report the graph's stream"
+    assert s[15] == s[6], "the cudaMallocAsync kernel ran on s2"
 
 
 def test_events_copies_hints(prog_trace):
@@ -151,7 +170,7 @@ def test_events_copies_hints(prog_trace):
     assert pf.arg.tolist() == ["gpu", "cpu"]
     assert pf["size"].tolist() == [2 * MiB, 1 * MiB] and (pf.addr == M).all()
     # the GPU prefetch comes before the managed kernel, the CPU one after
-    kseq = ev[(ev.op == "kernel")].seq.tolist()[-1]
+    kseq = ev[(ev.op == "kernel")].seq.tolist()[11]  # the kernel on M
     assert pf.seq.iloc[0] < kseq < pf.seq.iloc[1]
     h = ev[ev.op == "memcpy_htod"]
     assert {(int(a), int(s)) for a, s in zip(h.addr, h["size"])} >= {
@@ -218,3 +237,32 @@ def test_torch_training_loop(collector, tmp_path):
     touched = t["accesses"].kernel_id.nunique()
     assert touched == len(k), f"{len(k) - touched} kernels recorded no page"
     load_trace(out)
+
+
+def test_uvm_counters(collector, tmp_path):
+    """CUPTI unified-memory counters, enabled once the context exists (a separate run)."""
+    import pyarrow.parquet as pq
+    out = tmp_path / "um.uvmtrace"
+    assert record(out, [str(collector["prog"]), "all"], "timing", lib=collector["lib"],
+                  uvm_counters=True) == 0
+    src = json.loads((out / "manifest.json").read_text())["source"]
+    print("uvm counter attempts:", src["uvm_counter_attempts"])
+    assert any(a["enable"] == 0 for a in src["uvm_counter_attempts"])
+    u = pq.read_table(out / "uvm_events.parquet").to_pandas()
+    kinds = set(u.counter)
+    # N is written by the GPU right after the host touched it: faults and migrations
+    assert "gpu_page_fault" in kinds and "bytes_htod" in kinds, kinds
+    assert u[u.counter == "bytes_htod"].value.sum() >= 2 * MiB  # at least M's prefetch
+
+
+def test_cli_timing_only(collector, tmp_path):
+    """`python -m uvmsim.record --pass timing` (the CLI the lead wires as `uvmsim record`)."""
+    out = tmp_path / "t.uvmtrace"
+    r = subprocess.run([sys.executable, "-m", "uvmsim.record", "-o", str(out), "--pass",
+                        "timing", "--lib", str(collector["lib"]), "--",
+                        str(collector["prog"]), "exit3"], capture_output=True, text=True,
+                       cwd=REPO, timeout=120)
+    assert r.returncode == 3, r.stderr
+    t = _tables(out)
+    assert len(t["kernels"]) == 1 and t["kernels"].duration_ns.iloc[0] > 0
+    assert len(t["accesses"]) == 0
