@@ -4,15 +4,17 @@
     r = uvmsim.simulate("traces/x.uvmtrace", oversub=1.5, prefetch="density")
     r.summary, r.kernels
 """
-from .config import PRESETS as HARDWARE, Hardware, get_hardware
+from .config import PRESETS as HARDWARE, Hardware, Translation, get_hardware
 from .errors import ConfigError, TraceFormatError
 from .policies import (EvictPolicy, PrefetchPolicy, register_evict, register_prefetch)
 from .results import Result
+from .multi import simulate_multi
 from .simulate import simulate
 from .trace import Trace, load_trace, trace_from_tables, write_trace
 
 __version__ = "0.1.0"
 
 __all__ = ["ConfigError", "EvictPolicy", "HARDWARE", "Hardware", "PrefetchPolicy", "Result",
-           "Trace", "TraceFormatError", "get_hardware", "load_trace", "register_evict",
-           "register_prefetch", "simulate", "trace_from_tables", "write_trace", "__version__"]
+           "Trace", "TraceFormatError", "Translation", "get_hardware", "load_trace",
+           "register_evict", "register_prefetch", "simulate", "simulate_multi",
+           "trace_from_tables", "write_trace", "__version__"]

@@ -82,8 +82,86 @@ H100_PCIE5 = Hardware(
         ("zero_fill_ns", "uncalibrated: GPU-side zero-fill taken as free"),
     ))
 
-PRESETS: dict[str, Hardware] = {h.name: h for h in (A100_PCIE4, H100_PCIE5)}
-DEFAULT_HARDWARE = "h100-pcie5"
+_CALIB = ("measured on an NVIDIA H200 (PCIe 5 x16, driver 580.159.04, CUDA 13.0), "
+          "2026-11-22, by benchmarks/calibrate (docs/calibration.md)")
+
+H200_PCIE5 = Hardware(
+    name="h200-pcie5",
+    batch_ns=137_000.0, fault_ns=150.0, transfer_latency_ns=13_600.0,
+    bw_peak_gbps=53.5, bw_b=100.0, zero_fill_ns=0.0,
+    sources=(
+        ("batch_ns", "least-squares fit of 50 faulting kernels' stalls to the model's counts; "
+                     "median relative error 0.14; " + _CALIB),
+        ("fault_ns", "same fit; " + _CALIB),
+        ("transfer_latency_ns", "same fit; effective: includes ~14 us of per-block driver work "
+                                "(CUPTI's pure copy latency is 2,690 ns); " + _CALIB),
+        ("bw_peak_gbps", "fit to 94,000 CUPTI host-to-device migration records, 4 KiB-1 MiB, "
+                         "3.7 % rms; " + _CALIB),
+        ("bw_b", "bandwidth is flat from 4 KiB up; the fit hit its bound (any b >= ~10 fits "
+                 "equally); " + _CALIB),
+        ("zero_fill_ns", "not fitted (about 80 ns per page unexplained); " + _CALIB),
+    ))
+
+PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H100_PCIE5, A100_PCIE4)}
+# the one preset whose constants were measured (the shipped traces were captured on it too)
+DEFAULT_HARDWARE = "h200-pcie5"
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Opt-in address translation: one GPU-wide TLB and a pool of page-table walkers.
+
+    Every access row of a non-host page looks its translation up in a set-associative LRU
+    TLB of `tlb_entries` entries (`ways` per set) over pages of `page_size` bytes. A miss
+    takes a walker for `walk_ns` (FIFO, `walkers` of them); a miss on a translation whose
+    walk is still in flight merges with it (counted as a TLB miss, not a page walk). Walks
+    overlap the kernel's compute: a kernel ends when its compute and its last walk are done.
+    The TLB is filled only for resident pages and shot down when pages leave the GPU.
+    """
+
+    tlb_entries: int = 4096     # UVMSmart: 4,096 TLB entries (per SM there; one shared here)
+    page_size: int = 4096       # translation granularity: 4 KiB, 64 KiB or 2 MiB
+    walkers: int = 32           # gem5-gpu: 32 page-table walkers (UVMSmart: unlimited)
+    walk_ns: float = 100 / 1.481  # UVMSmart: 100 cycles at 1,481 MHz = 67.5 ns
+    ways: int = 16              # uncalibrated: associativity of the modelled TLB
+    sources: tuple[tuple[str, str], ...] = field(default=(
+        ("tlb_entries", "UVMSmart (gpgpu-sim_UVMSmart) TLB 4096 entries per SM; anchors.md"),
+        ("walkers", "gem5-gpu: 32 page walkers; anchors.md"),
+        ("walk_ns", "UVMSmart page walk 100 cycles at its 1,481 MHz core clock; anchors.md"),
+        ("page_size", "uncalibrated choice: the driver's 4 KiB migration granularity"),
+        ("ways", "uncalibrated assumption")), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.page_size not in (4096, 65536, 2 << 20):
+            raise ConfigError(f"page_size must be 4096, 65536 or 2097152, got {self.page_size}")
+        if self.ways < 1 or self.tlb_entries < self.ways or self.tlb_entries % self.ways:
+            raise ConfigError(f"tlb_entries ({self.tlb_entries}) must be a positive multiple "
+                              f"of ways ({self.ways})")
+        if self.walkers < 1:
+            raise ConfigError(f"walkers must be >= 1, got {self.walkers}")
+        if not self.walk_ns > 0:
+            raise ConfigError(f"walk_ns must be > 0, got {self.walk_ns}")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["sources"] = dict(self.sources)
+        return d
+
+
+def get_translation(tr: "Translation | dict | bool | None") -> "Translation | None":
+    """None/False: off; True: the defaults; a dict of Translation fields; or a Translation."""
+    if tr is None or tr is False:
+        return None
+    if tr is True:
+        return Translation()
+    if isinstance(tr, Translation):
+        return tr
+    if isinstance(tr, dict):
+        try:
+            return Translation(**tr)
+        except TypeError as e:
+            raise ConfigError(f"bad translation settings: {e}") from None
+    raise ConfigError(f"translation must be a Translation, dict, bool or None, got {tr!r}")
 
 
 def get_hardware(hw: str | Hardware | None) -> Hardware:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import Hardware, capacity_chunks as _capacity, get_hardware
+from .config import Hardware, capacity_chunks as _capacity, get_hardware, get_translation
 from .engine.build import engine_for
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
@@ -27,6 +27,59 @@ def block_service_rank(trace: Trace) -> np.ndarray:
     return rank
 
 
+def block_vbase(T, tenant: int = 0) -> np.ndarray:
+    """Translation base of each VA block: tenant << 44 | virtual page of window position 0."""
+    return (np.int64(tenant) << np.int64(44)) + (T.b_first_vpage.astype(np.int64)
+                                                 - T.b_lo.astype(np.int64))
+
+
+THRASHING_DEFAULTS = {
+    # uvm_perf_thrashing.c defaults: threshold 3, pin after 10 throttles, lapse 500 us,
+    # nap 1 lapse, pin 300 lapses (150 ms), epoch 2000 lapses (1 s)
+    "threshold": 3.0, "pin_threshold": 10.0, "lapse_us": 500.0, "nap_us": 500.0,
+    "pin_us": 150_000.0, "epoch_us": 1_000_000.0,
+}
+REMOTE_MODES = {"driver": 1, "uvmsmart": 2}
+# access-counter threshold per mode: the driver's uvm_perf_access_counter_threshold (256,
+# per 2 MiB); UVMSmart's migrate_threshold option default (10, per 64 KiB)
+AC_THRESHOLD_DEFAULTS = {"driver": 256.0, "uvmsmart": 10.0}
+
+
+def feature_vector(*, thrashing: bool | dict[str, float] = False, remote: str | None = None,
+                   advise: bool = False, access_counter_threshold: float | None = None,
+                   access_counter_penalty: float = 2.0,
+                   remote_access_ns: float = 200.0) -> np.ndarray:
+    """The engine's fcfg vector for the optional mechanisms (see simulate())."""
+    from .engine import state as st
+    f = np.zeros(st.N_FCFG, np.float64)
+    if thrashing:
+        p = dict(THRASHING_DEFAULTS)
+        if isinstance(thrashing, dict):
+            p.update(resolve_params(THRASHING_DEFAULTS, thrashing, "thrashing"))
+        f[st.F_THRASH] = 1.0
+        f[st.F_THRESH] = p["threshold"]
+        f[st.F_PIN_THRESH] = p["pin_threshold"]
+        f[st.F_LAPSE_NS] = p["lapse_us"] * 1e3
+        f[st.F_NAP_NS] = p["nap_us"] * 1e3
+        f[st.F_PIN_NS] = p["pin_us"] * 1e3
+        f[st.F_EPOCH_NS] = p["epoch_us"] * 1e3
+    if remote is not None:
+        if remote not in REMOTE_MODES:
+            raise ConfigError(f"remote must be None or one of {sorted(REMOTE_MODES)}, "
+                              f"got {remote!r}")
+        f[st.F_REMOTE] = REMOTE_MODES[remote]
+        f[st.F_AC_THRESH] = (AC_THRESHOLD_DEFAULTS[remote] if access_counter_threshold is None
+                             else float(access_counter_threshold))
+        f[st.F_AC_PENALTY] = float(access_counter_penalty)
+    if advise:
+        f[st.F_ADVISE] = 1.0
+    if not float(remote_access_ns) >= 0.0:
+        raise ConfigError(f"remote_access_ns must be >= 0, got {remote_access_ns}")
+    f[st.F_REMOTE_NS] = float(remote_access_ns)
+    f[st.F_ON] = float(bool(thrashing) or remote is not None or bool(advise))
+    return f
+
+
 def _as_trace(trace: Trace | str | os.PathLike) -> Trace:
     if isinstance(trace, Trace):
         return trace
@@ -40,12 +93,26 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
              prefetch: Any = "density", evict: Any = "lru2m",
              hardware: str | Hardware | None = None, fault_batch_size: int = 256,
              prefetch_params: dict[str, float] | None = None,
-             evict_params: dict[str, float] | None = None, seed: int = 0) -> Result:
+             evict_params: dict[str, float] | None = None, seed: int = 0,
+             keep_state: bool = False, translation: Any = None,
+             thrashing: bool | dict[str, float] = False, remote: str | None = None,
+             advise: bool = False, access_counter_threshold: float | None = None,
+             access_counter_penalty: float = 2.0, remote_access_ns: float = 200.0) -> Result:
     """Replay `trace` and return its counts (driver-model.md) and simulated time.
 
     Capacity is one of `oversub` (factor f: floor(peak_blocks / f) chunks, at least 1),
     `capacity_bytes` or `capacity_chunks`; none means factor 1. Policies are registered
-    names, 'module:object' paths or policy objects.
+    names, 'module:object' paths or policy objects. `keep_state=True` attaches the final
+    engine state (uvmsim.engine.state.EngineState) as `Result.state`. `translation`
+    (a uvmsim.config.Translation, a dict of its fields, or True for its defaults) turns on
+    the TLB and page-walk model; off (None), counts and times are exactly driver-model.md.
+
+    Optional mechanisms (docs/policies.md), all off by default: `thrashing` (True, or a dict
+    overriding THRASHING_DEFAULTS) detects thrashing pages and throttles or pins them as the
+    driver does; `remote` ("driver": access counters on remotely mapped pages; "uvmsmart":
+    UVMSmart's adaptive delayed migration of reads) with `access_counter_threshold` and
+    `access_counter_penalty`; `advise=True` applies the trace's cudaMemAdvise events. A
+    remote access costs `remote_access_ns` per access (the row's `count`).
     """
     trace = _as_trace(trace)
     pf = get_prefetch(prefetch)
@@ -63,12 +130,31 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
     n_blocks = int(T.b_alloc.size)
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
+    tr = get_translation(translation)
+    fv = feature_vector(thrashing=thrashing, remote=remote, advise=advise,
+                        access_counter_threshold=access_counter_threshold,
+                        access_counter_penalty=access_counter_penalty,
+                        remote_access_ns=remote_access_ns)
+    if fv[0] and tr is not None:  # fv[F_ON]
+        raise ConfigError("thrashing/remote/advise are not yet modelled with translation on")
     S = new_state(n_pages, n_blocks, cap, trace.n_kernels, fault_batch_size,
-                  block_service_rank(trace), hw.vector())
+                  block_service_rank(trace), hw.vector(), translation=tr,
+                  b_vbase=block_vbase(T), features=fv)
     eng = engine_for(pf, ev)
-    eng.replay(pst, est, S, engine_trace(T), fault_batch_size)
+    if tr is None:
+        eng.replay(pst, est, S, engine_trace(T), fault_batch_size)
+    else:
+        # the clocked replay with one tenant: rows spread over kernels, walks queue
+        eng.replay_clocked(pst, est, S, engine_trace(T), fault_batch_size,
+                           np.array([0, T.ev_op.size], np.int64),
+                           np.array([trace.n_kernels], np.int64), np.zeros(1))
     config = {"prefetch": pf.name, "evict": ev.name, "prefetch_params": pf_params,
               "evict_params": ev_params, "hardware": hw.name, "fault_batch_size":
               fault_batch_size, "oversub": oversub, "capacity_chunks": cap, "seed": seed,
-              "trace": str(trace.path) if trace.path else None}
-    return make_result(trace, S.counts, S.times, cap, config)
+              "trace": str(trace.path) if trace.path else None,
+              "translation": tr.to_dict() if tr is not None else None,
+              "thrashing": thrashing, "remote": remote, "advise": advise}
+    result = make_result(trace, S.counts, S.times, cap, config)
+    if keep_state:
+        result.state = S
+    return result

@@ -28,23 +28,34 @@ def evict_one(est, S, T, out_row, tick):
     p0 = T.b_page0[blk] - lo
     first = max(S.victim[1], lo)
     last = min(S.victim[2], T.b_hi[blk])
+    if S.xli[XL_ON]:
+        tlb_shootdown(S, blk, first, last)
     n = 0
+    ndup = 0
     run = 0
     for pos in range(first, last + 1):
         d = p0 + pos
-        if S.pstate[d] & RES:
-            S.pstate[d] &= ~RES
+        ps = S.pstate[d]
+        if ps & RES and not (ps & DUP):
+            S.pstate[d] = ps & ~RES
             n += 1
             run += 1
-        elif run:
-            S.tacc[0] += transfer_ns(S.hw, run * 4096)
-            run = 0
+        else:
+            if ps & RES:
+                # a read duplicate (read-mostly hint): the CPU copy is current, drop it
+                S.pstate[d] = ps & ~(RES | DUP)
+                ndup += 1
+            if run:
+                S.tacc[0] += transfer_ns(S.hw, run * 4096)
+                run = 0
     if run:
         S.tacc[0] += transfer_ns(S.hw, run * 4096)
-    if n == 0:
+    if n + ndup == 0:
         raise RuntimeError("eviction policy named a range with no resident page")
     S.counts[out_row, C_DTOH_EVICT] += n * 4096
-    S.b_nres[blk] -= n
+    S.b_nres[blk] -= n + ndup
+    if S.fcfg[F_REMOTE] == REMOTE_UVMSMART:
+        ft_round_trip(S, blk, first, last)
     if S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
         S.counts[out_row, C_EVICTED] += 1
@@ -133,6 +144,7 @@ def make_resident(est, S, T, blk, first, last, use_masks, cause_f, cause_p, out_
 def service_batch(pst, est, S, T, nb, out_row, tick):
     """Service the open fault batch: blocks in order, prefetch, make resident."""
     keys = S.batch_key[:nb]
+    S.scal[S_NBATCH] = nb
     for i in range(nb):
         d = S.batch_page[i]
         S.pstate[d] &= ~INB
@@ -152,11 +164,14 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
             S.rmask[pos] = 1 if S.pstate[p0 + pos] & RES else 0
             S.pmask[pos] = 0
         PF_PREFETCH(pst, S, T, blk, lo, hi)
+        if S.fcfg[F_ON] != 0:
+            ft_prefetch(S, T, blk, lo, hi)
         make_resident(est, S, T, blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
         for pos in range(lo, hi + 1):
             S.fmask[pos] = 0
         i = j
     S.counts[out_row, C_BATCHES] += 1
+    S.scal[S_NBATCH] = 0
 
 
 @_jit
@@ -166,10 +181,13 @@ def run_kernel(pst, est, S, T, k, batch_size):
     r1 = T.k_row_start[k + 1]
     nb = 0
     stall = 0.0
+    ft = S.fcfg[F_ON] != 0
     for r in range(r0, r1):
         d = T.row_page[r]
         ps = S.pstate[d]
         if ps & RES:
+            if ps & DUP and T.row_flags[r] & 6:
+                ft_write_dup(S, d)
             blk = T.page_block[d]
             EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
             continue
@@ -177,6 +195,11 @@ def run_kernel(pst, est, S, T, k, batch_size):
             continue
         if T.a_host[T.b_alloc[T.page_block[d]]]:
             continue
+        if ft:
+            # thrashing, remote mapping, hints: True when the access is served remotely
+            if ft_miss(S, T, k, r, d, ft_now(S, T, k, r, stall)):
+                continue
+            ps = S.pstate[d]
         S.pstate[d] = ps | INB
         S.batch_page[nb] = d
         nb += 1
@@ -196,6 +219,8 @@ def run_kernel(pst, est, S, T, k, batch_size):
         service_batch(pst, est, S, T, nb, k, r1)
         stall += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
         S.times[k, T_TRANSFER] += S.tacc[0]
+    if ft:
+        stall = ft_end_kernel(S, T, k, stall)
     S.times[k, T_STALL] += stall
 
 
@@ -241,7 +266,7 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row):
     for pos in range(lo, hi + 1):
         d = p0 + pos
         if S.pstate[d] & RES:
-            S.pstate[d] &= ~RES
+            S.pstate[d] &= ~(RES | DUP)
             n += 1
             run += 1
         elif run:
@@ -250,6 +275,8 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row):
     if run:
         S.tacc[0] += transfer_ns(S.hw, run * 4096)
     S.counts[out_row, C_DTOH_API] += n * 4096
+    if n and S.xli[XL_ON]:
+        tlb_shootdown(S, blk, lo, hi)
     S.b_nres[blk] -= n
     if n and S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
@@ -265,6 +292,8 @@ def free_alloc(est, S, T, a):
     for blk in range(b0, b0 + T.a_nblocks[a]):
         S.b_nres[blk] = 0
         if S.b_chunk[blk] >= 0:
+            if S.xli[XL_ON]:
+                tlb_shootdown(S, blk, T.b_lo[blk], T.b_hi[blk])
             release_chunk(est, S, T, blk)
 
 
@@ -284,4 +313,393 @@ def replay(pst, est, S, T, batch_size):
             free_alloc(est, S, T, T.ev_alloc[e])
         elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
             range_event(pst, est, S, T, e, outside, tick)
+        elif op == OP_ADVISE and S.fcfg[F_ADVISE] != 0:
+            ft_advise(S, T, e)
     return 0
+
+
+# ---------------------------------------------------------------------------------------
+# The clocked replay (issue 5): address translation and tenants sharing one GPU.
+# Used only when translation is on or several tenants run; `replay` above stays the
+# unclocked hot loop. The reference model mirrors these by name too.
+
+
+@_jit
+def tlb_shootdown(S, blk, lo, hi):
+    """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
+    sh = S.xli[XL_SHIFT]
+    ways = S.xli[XL_WAYS]
+    nsets = S.xli[XL_SETS]
+    for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
+        base = (tag % nsets) * ways
+        for w in range(base, base + ways):
+            if S.tlb_tag[w] == tag:
+                S.tlb_tag[w] = -1
+                break
+
+
+@_jit
+def translate(S, T, d, t, row):
+    """TLB lookup for dense page d at time t; a miss walks. Returns when the translation
+    is ready (t on a hit)."""
+    blk = T.page_block[d]
+    tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
+    ways = S.xli[XL_WAYS]
+    base = (tag % S.xli[XL_SETS]) * ways
+    S.xli[XL_TICK] += 1
+    slot = -1
+    for w in range(base, base + ways):
+        if S.tlb_tag[w] == tag:
+            S.tlb_used[w] = S.xli[XL_TICK]
+            if S.tlb_ready[w] > t:
+                # its walk is still in flight: wait for it instead of walking again
+                S.counts[row, C_TLB_MISSES] += 1
+                return S.tlb_ready[w]
+            return t
+        # replacement: the first empty way, else the least recently used
+        if slot < 0 or (S.tlb_tag[slot] >= 0 and
+                        (S.tlb_tag[w] < 0 or S.tlb_used[w] < S.tlb_used[slot])):
+            slot = w
+    S.counts[row, C_TLB_MISSES] += 1
+    S.counts[row, C_PAGE_WALKS] += 1
+    # FIFO over identical walkers: the walk takes the walker that frees first
+    wk = 0
+    for i in range(1, S.walk_free.size):
+        if S.walk_free[i] < S.walk_free[wk]:
+            wk = i
+    start = max(t, S.walk_free[wk])
+    done = start + S.xlf[XF_WALK_NS]
+    S.walk_free[wk] = done
+    S.times[row, T_WALKQ] += start - t
+    if S.pstate[d] & RES:
+        # only a valid PTE is cached; a walk that ends in a fault leaves no entry
+        S.tlb_tag[slot] = tag
+        S.tlb_ready[slot] = done
+        S.tlb_used[slot] = S.xli[XL_TICK]
+    return done
+
+
+@_jit
+def service_clocked(pst, est, S, T, nb, k, tick, t):
+    """service_batch once the (shared) driver is free; returns the stall it adds."""
+    start = max(t, S.xlf[XF_DRIVER_FREE])
+    S.tacc[0] = 0.0
+    service_batch(pst, est, S, T, nb, k, tick)
+    cost = S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
+    S.times[k, T_TRANSFER] += S.tacc[0]
+    S.times[k, T_DRV_WAIT] += start - t
+    S.xlf[XF_DRIVER_FREE] = start + cost
+    return (start - t) + cost
+
+
+@_jit
+def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
+    """run_kernel on a clock starting at t0; returns when the kernel ends.
+
+    Rows issue evenly over the kernel's compute time, shifted by the stalls so far; each
+    non-host row is translated (if on); fault batches wait for the driver. The kernel ends
+    when its compute, its stalls and its last walk are done.
+    """
+    r0 = T.k_row_start[k]
+    r1 = T.k_row_start[k + 1]
+    dur = T.k_duration_ns[k]
+    if not dur > 0.0:
+        dur = 0.0
+    gap = dur / (r1 - r0) if r1 > r0 else 0.0
+    xl = S.xli[XL_ON] != 0
+    nb = 0
+    stall = 0.0
+    last = t0
+    for r in range(r0, r1):
+        d = T.row_page[r]
+        if T.a_host[T.b_alloc[T.page_block[d]]]:
+            continue
+        t = t0 + (r - r0) * gap + stall
+        if xl:
+            ready = translate(S, T, d, t, k)
+            if ready > last:
+                last = ready
+        ps = S.pstate[d]
+        if ps & RES:
+            blk = T.page_block[d]
+            EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
+            continue
+        if ps & INB:
+            continue
+        S.pstate[d] = ps | INB
+        S.batch_page[nb] = d
+        nb += 1
+        S.counts[k, C_FAULTS] += 1
+        if T.row_flags[r] & 6:
+            S.counts[k, C_FAULTS_WRITE] += 1
+        else:
+            S.counts[k, C_FAULTS_READ] += 1
+        if nb == batch_size:
+            stall += service_clocked(pst, est, S, T, nb, k, r, t)
+            nb = 0
+    if nb:
+        stall += service_clocked(pst, est, S, T, nb, k, r1, t0 + dur + stall)
+    end = t0 + dur + stall
+    S.times[k, T_STALL] += stall
+    if last > end:
+        S.times[k, T_XLATE] += last - end
+        S.times[k, T_STALL] += last - end
+        end = last
+    return end
+
+
+@_jit
+def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
+    """range_event once the (shared) driver and its copy engine are free; returns its end."""
+    start = max(t, S.xlf[XF_DRIVER_FREE])
+    range_event(pst, est, S, T, e, out_row, tick)
+    S.times[out_row, T_STALL] += start - t
+    S.times[out_row, T_DRV_WAIT] += start - t
+    S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+    return start + S.tacc[0]
+
+
+@_jit
+def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
+    """Replay tenants' events on one clock; one tenant is a plain clocked replay.
+
+    Tenant i owns events ten_ev[i]..ten_ev[i+1]-1, collects what happens outside its
+    kernels in row ten_out[i], and clock[i] is its time (updated in place). The tenant
+    whose clock is earliest (ties: lowest index) runs its next event whole.
+    """
+    n_t = ten_ev.size - 1
+    cur = ten_ev[:n_t].copy()
+    tick = ten_ev[:n_t].copy()
+    for i in range(n_t):
+        tick[i] = 0
+    while True:
+        i = -1
+        for j in range(n_t):
+            if cur[j] < ten_ev[j + 1] and (i < 0 or clock[j] < clock[i]):
+                i = j
+        if i < 0:
+            break
+        e = cur[i]
+        cur[i] += 1
+        op = T.ev_op[e]
+        if op == OP_KERNEL:
+            k = T.ev_kernel[e]
+            clock[i] = run_kernel_clocked(pst, est, S, T, k, batch_size, clock[i])
+            tick[i] = T.k_row_start[k + 1]
+        elif op == OP_FREE:
+            free_alloc(est, S, T, T.ev_alloc[e])
+        elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
+            clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# Thrashing mitigation, remote mapping with access counters, and cudaMemAdvise hints
+# (issue 4; docs/policies.md). Off unless simulate() turns them on (S.fcfg[F_ON]); then a
+# GPU miss goes through ft_miss before it may fault. Times are on a feature clock: kernel
+# compute spread evenly over its rows plus the stalls so far (F_CLOCK, F_PEND_NS).
+
+
+@_jit
+def ft_now(S, T, k, r, stall):
+    """Feature clock at row r of kernel k, in ns since the replay began."""
+    r0 = T.k_row_start[k]
+    n = T.k_row_start[k + 1] - r0
+    dur = T.k_duration_ns[k]
+    t = S.fcfg[F_CLOCK] + stall + S.fcfg[F_PEND_NS]
+    if n > 0 and dur > 0.0:
+        t += dur * (r - r0) / n
+    return t
+
+
+@_jit
+def ft_end_kernel(S, T, k, stall):
+    """Add the mechanisms' stall to the kernel's and move the clock past it."""
+    stall += S.fcfg[F_PEND_NS]
+    S.fcfg[F_PEND_NS] = 0.0
+    dur = T.k_duration_ns[k]
+    S.fcfg[F_CLOCK] += stall + (dur if dur > 0.0 else 0.0)
+    return stall
+
+
+@_jit
+def ft_remote(S, T, k, r, d):
+    """Row r is served over the link from CPU memory: `count` remote accesses, no fault."""
+    n = T.row_count[r]
+    S.counts[k, C_REMOTE] += n
+    S.fcfg[F_PEND_NS] += n * S.fcfg[F_REMOTE_NS]
+    # a page first touched remotely is populated in CPU memory
+    S.pstate[d] |= POP
+
+
+@_jit
+def ft_counter_driver(S, T, k, r, d):
+    """The driver's access counters: one per 2 MiB block; True when it notifies (migrate)."""
+    blk = T.page_block[d]
+    S.ac_count[blk] += T.row_count[r]
+    if S.ac_count[blk] >= S.fcfg[F_AC_THRESH]:
+        S.ac_count[blk] = 0
+        S.counts[k, C_COUNTER_MIG] += 1
+        return True
+    return False
+
+
+@_jit
+def ft_counter_uvmsmart(S, T, k, r, d):
+    """UVMSmart's adaptive delayed migration, per 64 KiB leaf; True when it migrates."""
+    g = T.page_block[d] * 32 + (T.page_pos[d] >> 4)
+    S.ac_count[g] += T.row_count[r]
+    if S.scal[S_NFREE] == 0:
+        S.fcfg[F_OVERSUB] = 1.0  # sticky, as UVMSmart's over_sub
+    if S.fcfg[F_OVERSUB] != 0.0:
+        thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
+    else:
+        cap = S.free_stack.size
+        thr = 1.0 + S.fcfg[F_AC_THRESH] * (cap - S.scal[S_NFREE]) / cap
+    if S.ac_count[g] >= thr:
+        S.counts[k, C_COUNTER_MIG] += 1
+        return True
+    return False
+
+
+@_jit
+def ft_round_trip(S, blk, first, last):
+    """Leaves first..last of a block were evicted: one more round trip, counters restart."""
+    for leaf in range(first >> 4, (last >> 4) + 1):
+        S.ac_trips[blk * 32 + leaf] += 1
+        S.ac_count[blk * 32 + leaf] = 0
+
+
+@_jit
+def ft_thrash(S, T, k, r, d, now):
+    """The driver's thrashing detection on a fault of page d at `now`: throttle or pin.
+
+    A migration within the lapse of the page's previous one is a thrashing event; at
+    F_THRESH consecutive events the page is thrashing and its next fault is throttled (the
+    kernel naps F_NAP_NS, then the fault is serviced), or, after F_PIN_THRESH throttles,
+    pinned: mapped remotely for F_PIN_NS. Returns True when the access is served remotely.
+    """
+    last = S.pg_last[d]
+    t = now
+    lapse = S.fcfg[F_LAPSE_NS]
+    if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
+        S.pg_thr[d] = 0
+        S.pg_throt[d] = 0
+    if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= lapse:
+        if S.pg_throt[d] >= S.fcfg[F_PIN_THRESH]:
+            S.pg_pin[d] = t + S.fcfg[F_PIN_NS]
+            S.pg_thr[d] = 0
+            S.pg_throt[d] = 0
+            S.counts[k, C_PINS] += 1
+            ft_remote(S, T, k, r, d)
+            return True
+        if S.pg_throt[d] < 255:
+            S.pg_throt[d] += 1
+        S.counts[k, C_THROTTLED] += 1
+        S.fcfg[F_PEND_NS] += S.fcfg[F_NAP_NS]
+        t += S.fcfg[F_NAP_NS]
+    if last >= 0.0:
+        if t - last <= lapse:
+            if S.pg_thr[d] < 255:
+                S.pg_thr[d] += 1
+        else:
+            S.pg_thr[d] = 0
+    S.pg_last[d] = t
+    return False
+
+
+@_jit
+def ft_miss(S, T, k, r, d, now):
+    """A GPU miss on page d (row r): where does it go, in the driver's destination order.
+
+    Read duplication (read-mostly) first, then preferred location CPU (stay, map remotely),
+    a thrashing pin, an accessed-by mapping (remote until an access counter notifies), then
+    UVMSmart's delayed migration of reads, then thrashing detection. True: served remotely.
+    """
+    write = T.row_flags[r] & 6
+    adv = 0
+    if S.fcfg[F_ADVISE] != 0.0:
+        adv = S.pg_adv[d]
+        if adv & ADV_READ_MOSTLY:
+            if not write:
+                S.pstate[d] |= DUP
+            return False
+        if adv & ADV_PREF_CPU:
+            ft_remote(S, T, k, r, d)
+            return True
+    if S.fcfg[F_THRASH] != 0.0 and S.pg_pin[d] > now:
+        ft_remote(S, T, k, r, d)
+        return True
+    if adv & ADV_ACCESSED_BY and not (adv & ADV_PREF_GPU) and S.pstate[d] & POP:
+        if not (S.fcfg[F_REMOTE] == REMOTE_DRIVER and ft_counter_driver(S, T, k, r, d)):
+            ft_remote(S, T, k, r, d)
+            return True
+    elif S.fcfg[F_REMOTE] == REMOTE_UVMSMART and not write:
+        if not ft_counter_uvmsmart(S, T, k, r, d):
+            ft_remote(S, T, k, r, d)
+            return True
+    if S.fcfg[F_THRASH] != 0.0:
+        return ft_thrash(S, T, k, r, d, now)
+    return False
+
+
+@_jit
+def ft_write_dup(S, d):
+    """A write hit a read duplicate: the driver collapses the copies (a revocation fault)."""
+    S.pstate[d] &= ~DUP
+    S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
+
+
+@_jit
+def ft_prefetch(S, T, blk, lo, hi):
+    """The driver's hint rules on the prefetch set (uvm_perf_prefetch.c).
+
+    A fault on a page whose preferred location is the GPU, in a block resident nowhere,
+    takes the whole block; pages preferring the CPU are not prefetched to the GPU; pinned
+    (thrashing) pages are never prefetched.
+    """
+    p0 = T.b_page0[blk] - lo
+    if S.fcfg[F_ADVISE] != 0.0:
+        pref = False
+        nowhere = True
+        for pos in range(lo, hi + 1):
+            if S.fmask[pos] and S.pg_adv[p0 + pos] & ADV_PREF_GPU:
+                pref = True
+            if S.pstate[p0 + pos] & (POP | RES):
+                nowhere = False
+        for pos in range(lo, hi + 1):
+            if pref and nowhere:
+                S.pmask[pos] = 1
+            if S.pg_adv[p0 + pos] & ADV_PREF_CPU:
+                S.pmask[pos] = 0
+    if S.fcfg[F_THRASH] != 0.0:
+        for pos in range(lo, hi + 1):
+            if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
+                S.pmask[pos] = 0
+
+
+@_jit
+def ft_advise(S, T, e):
+    """cudaMemAdvise on the event's range (clipped to live non-host allocations)."""
+    arg = T.ev_arg[e]
+    for seg in range(T.ev_seg_start[e], T.ev_seg_start[e + 1]):
+        if T.a_host[T.seg_alloc[seg]]:
+            continue
+        for d in range(T.seg_first[seg], T.seg_last[seg] + 1):
+            a = S.pg_adv[d]
+            if arg == ARG_SET_PREF_GPU:
+                a = (a | ADV_PREF_GPU) & ~ADV_PREF_CPU
+            elif arg == ARG_SET_PREF_CPU:
+                a = (a | ADV_PREF_CPU) & ~ADV_PREF_GPU
+            elif arg == ARG_SET_ACCESSED_BY:
+                a = a | ADV_ACCESSED_BY
+            elif arg == ARG_SET_READ_MOSTLY:
+                a = a | ADV_READ_MOSTLY
+            elif arg == ARG_UNSET_PREF_GPU or arg == ARG_UNSET_PREF_CPU:
+                a = a & ~(ADV_PREF_GPU | ADV_PREF_CPU)
+            elif arg == ARG_UNSET_ACCESSED_BY:
+                a = a & ~ADV_ACCESSED_BY
+            elif arg == ARG_UNSET_READ_MOSTLY:
+                a = a & ~ADV_READ_MOSTLY
+                S.pstate[d] &= ~DUP
+            S.pg_adv[d] = a

@@ -24,6 +24,17 @@ COUNT_NAMES = ("faults", "faults_read", "faults_write", "fault_batches", "htod_b
                "htod_bytes_prefetch", "htod_bytes_memcpy", "htod_bytes_api_prefetch",
                "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",
                "dtoh_bytes_api_prefetch")
+# address translation (opt-in, issue 5): appended so earlier indices never move
+COUNT_NAMES = COUNT_NAMES + ("tlb_misses", "page_walks")
+C_TLB_MISSES = COUNT_NAMES.index("tlb_misses")
+C_PAGE_WALKS = COUNT_NAMES.index("page_walks")
+# thrashing, remote mapping and memory hints (opt-in, issue 4): appended likewise
+COUNT_NAMES = COUNT_NAMES + ("remote_accesses", "throttled_faults", "thrashing_pins",
+                             "counter_migrations")
+C_REMOTE = COUNT_NAMES.index("remote_accesses")
+C_THROTTLED = COUNT_NAMES.index("throttled_faults")
+C_PINS = COUNT_NAMES.index("thrashing_pins")
+C_COUNTER_MIG = COUNT_NAMES.index("counter_migrations")
 (C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH,
  C_HTOD_MEMCPY, C_HTOD_API, C_ZERO_FILL, C_EVICTED, C_DTOH_EVICT, C_DTOH_API) = range(12)
 N_COUNTS = len(COUNT_NAMES)
@@ -32,9 +43,12 @@ HTOD_COLS = (C_HTOD_DEMAND, C_HTOD_PREFETCH, C_HTOD_MEMCPY, C_HTOD_API)
 CAUSE_HTOD_COL = np.array([C_HTOD_DEMAND, C_HTOD_PREFETCH, C_HTOD_MEMCPY, -1, C_HTOD_API],
                           np.int64)
 
-# time columns per kernel row
-T_STALL, T_TRANSFER = range(2)
-N_TIMES = 2
+# time columns per kernel row. T_XLATE: time the kernel waits past its compute for page
+# walks still in flight; T_WALKQ: time walks spent queued for a walker; T_DRV_WAIT: time
+# its batches and copies queued for a driver busy with another tenant (issue 5)
+T_STALL, T_TRANSFER, T_XLATE, T_WALKQ, T_DRV_WAIT = range(5)
+N_TIMES = 5
+TIME_NAMES = ("stall_ns", "transfer_ns", "translation_ns", "walk_queue_ns", "driver_wait_ns")
 
 # hardware parameter vector (see uvmsim.config.Hardware.vector)
 HW_BATCH_NS, HW_FAULT_NS, HW_XFER_LAT_NS, HW_BW_A, HW_BW_B, HW_ZERO_NS = range(6)
@@ -42,6 +56,8 @@ N_HW = 6
 
 # scalar slots
 S_NFREE, S_TACC_NS = range(2)
+# faults in the batch being serviced (S.batch_key[:n], sorted), 0 outside a service
+S_NBATCH = 2
 
 _STATE_FIELDS = [
     "pstate",       # uint8[n_pages] POP/RES/INB bits
@@ -62,7 +78,48 @@ _STATE_FIELDS = [
     "counts",       # int64[n_kernels+1, N_COUNTS]; last row: outside kernels
     "times",        # float64[n_kernels+1, N_TIMES]
     "hw",           # float64[N_HW]
+    # address translation and the simulated clock (issue 5; size-1 dummies when off)
+    "b_vbase",      # int64[n_blocks] tenant << 44 | virtual page of window position 0
+    "tlb_tag",      # int64[sets*ways] translation tag held by each TLB entry, -1 if none
+    "tlb_ready",    # float64[sets*ways] time its walk completes (a later miss merges)
+    "tlb_used",     # int64[sets*ways] LRU stamp within the set
+    "walk_free",    # float64[walkers] time each page-table walker becomes free
+    "xli",          # int64[N_XLI] translation parameters and counters (XL_*)
+    "xlf",          # float64[N_XLF] walk latency, driver-free time (XF_*)
+    # thrashing, remote mapping, memory hints (issue 4; size-1 dummies when off)
+    "fcfg",         # float64[N_FCFG] feature switches, parameters and clock (F_*)
+    "pg_last",      # float64[n_pages] time of the page's last migration to the GPU
+    "pg_pin",       # float64[n_pages] time until which the page is pinned (mapped remotely)
+    "pg_thr",       # uint8[n_pages] consecutive thrashing events (each within the lapse)
+    "pg_throt",     # uint8[n_pages] times the page was throttled
+    "pg_adv",       # uint8[n_pages] cudaMemAdvise bits (ADV_*)
+    "ac_count",     # int64[n_blocks*32] access counters (per block or 64 KiB leaf)
+    "ac_trips",     # int32[n_blocks*32] round trips (evictions) per 64 KiB leaf
 ]
+
+# xli slots: on/off, TLB sets, ways, log2(page size / 4 KiB), walkers, LRU clock
+XL_ON, XL_SETS, XL_WAYS, XL_SHIFT, XL_WALKERS, XL_TICK = range(6)
+N_XLI = 8
+# xlf slots: walk latency, time the (shared) driver and its copy engine become free
+XF_WALK_NS, XF_DRIVER_FREE = range(2)
+N_XLF = 4
+
+# fcfg slots (issue 4): F_ON any of the three on; F_THRASH/F_ADVISE 0/1; F_REMOTE 0 (off),
+# REMOTE_DRIVER or REMOTE_UVMSMART; then parameters; F_CLOCK time at the current kernel's
+# start; F_PEND_NS stall the mechanisms added in the current kernel; F_OVERSUB UVMSmart's
+# sticky "memory has been full" flag
+(F_ON, F_THRASH, F_REMOTE, F_ADVISE, F_LAPSE_NS, F_THRESH, F_PIN_THRESH, F_NAP_NS, F_PIN_NS,
+ F_EPOCH_NS, F_AC_THRESH, F_AC_PENALTY, F_REMOTE_NS, F_CLOCK, F_PEND_NS, F_OVERSUB) = range(16)
+N_FCFG = 20
+REMOTE_DRIVER, REMOTE_UVMSMART = 1, 2
+# pg_adv bits
+ADV_PREF_GPU, ADV_PREF_CPU, ADV_ACCESSED_BY, ADV_READ_MOSTLY = 1, 2, 4, 8
+# pstate bit: the GPU copy is a read duplicate (read-mostly); dropped, not copied, on eviction
+DUP = np.uint8(8)
+OP_ADVISE = 8  # uvmsim.trace.format.OP_ADVISE
+# advise event args (uvmsim.trace.format.ARG_CODE)
+(ARG_SET_PREF_GPU, ARG_SET_PREF_CPU, ARG_SET_ACCESSED_BY, ARG_SET_READ_MOSTLY,
+ ARG_UNSET_PREF_GPU, ARG_UNSET_PREF_CPU, ARG_UNSET_ACCESSED_BY, ARG_UNSET_READ_MOSTLY) = range(3, 11)
 
 
 @structref.register
@@ -122,8 +179,16 @@ _define_trace_proxy()
 
 
 def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
-              b_rank: np.ndarray, hw: np.ndarray) -> EngineState:
-    """All-empty state: nothing populated or resident, every chunk free."""
+              b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
+              b_vbase: np.ndarray | None = None, n_out_rows: int = 1,
+              features: np.ndarray | None = None) -> EngineState:
+    """All-empty state: nothing populated or resident, every chunk free, TLB empty.
+
+    `translation` (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase`
+    is each block's translation base (tenant << 44 | virtual page of window position 0);
+    `n_out_rows` rows after the kernels' collect what happens outside kernels (one per
+    tenant in a multi-tenant replay).
+    """
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
     scal = np.zeros(4, np.int64)
@@ -139,7 +204,35 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         batch_page=np.zeros(batch_size, np.int64), batch_key=np.zeros(batch_size, np.int64),
         fmask=np.zeros(512, np.uint8), rmask=np.zeros(512, np.uint8),
         pmask=np.zeros(512, np.uint8), victim=np.zeros(3, np.int64),
-        counts=np.zeros((n_kernels + 1, N_COUNTS), np.int64),
-        times=np.zeros((n_kernels + 1, N_TIMES), np.float64),
+        counts=np.zeros((n_kernels + n_out_rows, N_COUNTS), np.int64),
+        times=np.zeros((n_kernels + n_out_rows, N_TIMES), np.float64),
         hw=hw.astype(np.float64))
+    xli = np.zeros(N_XLI, np.int64)
+    xlf = np.zeros(N_XLF, np.float64)
+    n_entries = 1
+    walkers = 1
+    if translation is not None:
+        ways = int(translation.ways)
+        n_entries = int(translation.tlb_entries)
+        walkers = int(translation.walkers)
+        xli[XL_ON] = 1
+        xli[XL_SETS] = n_entries // ways
+        xli[XL_WAYS] = ways
+        xli[XL_SHIFT] = int(translation.page_size // 4096).bit_length() - 1
+        xli[XL_WALKERS] = walkers
+        xlf[XF_WALK_NS] = float(translation.walk_ns)
+    fields.update(
+        b_vbase=(np.zeros(n_blocks, np.int64) if b_vbase is None
+                 else np.ascontiguousarray(b_vbase, np.int64)),
+        tlb_tag=np.full(n_entries, -1, np.int64), tlb_ready=np.zeros(n_entries, np.float64),
+        tlb_used=np.zeros(n_entries, np.int64), walk_free=np.zeros(walkers, np.float64),
+        xli=xli, xlf=xlf)
+    # `features`: an fcfg vector (uvmsim.simulate builds it); None: all off
+    fcfg = np.zeros(N_FCFG, np.float64) if features is None else features.astype(np.float64)
+    npg = n_pages if fcfg[F_ON] else 1
+    nac = n_blocks * 32 if fcfg[F_REMOTE] else 1
+    fields.update(
+        fcfg=fcfg, pg_last=np.full(npg, -1.0), pg_pin=np.zeros(npg), pg_thr=np.zeros(npg, np.uint8),
+        pg_throt=np.zeros(npg, np.uint8), pg_adv=np.zeros(npg, np.uint8),
+        ac_count=np.zeros(nac, np.int64), ac_trips=np.zeros(nac, np.int32))
     return EngineState(*(fields[f] for f in _STATE_FIELDS))
