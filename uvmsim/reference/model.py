@@ -1,0 +1,460 @@
+"""The reference model: the GPU, the UVM driver and the link as a SimPy simulation.
+
+Written to be read beside uvmsim/engine/replay_template.py: every step function below has
+the engine's name and does the engine's work, on the same EngineState arrays (S) and trace
+arrays (T), calling the same policy hooks. What the engine computes in closed form (when a
+walker frees, how long a batch waits for the driver) happens here as SimPy processes
+queueing for `simpy.Resource`s:
+
+    GPU front end ─ kernel process ─ rows ──▶ TLB ──miss──▶ page-table walkers (Resource, N)
+                         │                                   hold each walk for walk_ns
+                         └─ faults ──▶ FaultBuffer ──full/kernel end──▶ driver (Resource, 1)
+                                                       service_batch: prefetch, evict,
+                                                       copy engine over the link
+    memcpy / memset / prefetch events ───────────────────────────────▶ driver (Resource, 1)
+
+Tenants (one for `simulate`) are interleaved by event: the tenant whose clock is earliest
+runs its next event whole. Each event is one SimPy run starting at that tenant's clock; the
+driver and walkers enter it busy until the times earlier events left them (S.xlf,
+S.walk_free), so queueing carries across events and tenants.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import simpy
+
+from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_EVICTED, C_FAULTS,
+                            C_FAULTS_READ, C_FAULTS_WRITE, C_PAGE_WALKS, C_TLB_MISSES,
+                            C_ZERO_FILL, CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
+                            CAUSE_MEMSET, CAUSE_PREFETCH, HW_BATCH_NS, HW_FAULT_NS, HW_ZERO_NS,
+                            INB, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL, T_TRANSFER, T_WALKQ,
+                            T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON, XL_SETS, XL_SHIFT,
+                            XL_TICK, XL_WAYS)
+from ..engine.timing import transfer_ns
+from ..policies.base import no_hit
+
+# event op codes (uvmsim.trace.format.OPS) and prefetch destinations
+OP_ALLOC, OP_FREE, OP_KERNEL, OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_PREFETCH = range(8)
+ARG_GPU, ARG_CPU = 1, 2
+
+
+class FaultBuffer:
+    """The GPU's replayable fault buffer: faulted pages wait here for the driver."""
+
+    def __init__(self, S, size: int) -> None:
+        self.S = S
+        self.size = size
+        self.n = 0
+
+    def add(self, d: int) -> bool:
+        """Record a fault on dense page d; True when the buffer holds a full batch."""
+        self.S.pstate[d] |= INB
+        self.S.batch_page[self.n] = d
+        self.n += 1
+        return self.n == self.size
+
+
+class ReferenceModel:
+    """One GPU shared by tenants: memory (S), driver + copy engine, walkers and a TLB."""
+
+    def __init__(self, S, T, pf, ev, pst, est, batch_size: int) -> None:
+        self.S, self.T = S, T
+        self.pst, self.est = pst, est
+        self.PF_PREFETCH = pf.prefetch
+        self.EV_ON_FILL = ev.on_fill
+        self.EV_ON_HIT = None if ev.on_hit in (None, no_hit) else ev.on_hit
+        self.EV_ON_RELEASE = ev.on_release
+        self.EV_VICTIM = ev.victim
+        self.batch_size = batch_size
+        self.faults = FaultBuffer(S, batch_size)
+        self.xl = bool(S.xli[XL_ON])
+        self.walk_ns = float(S.xlf[XF_WALK_NS])
+        # TLB slot -> id of the fill whose walk has not been granted a walker yet
+        self._fill_id = {}
+        self._next_fill = 0
+        self.env: simpy.Environment | None = None
+
+    # ---------------------------------------------------------------- memory (driver side)
+    def evict_one(self, out_row: int, tick: int) -> None:
+        """Ask the policy for a victim and copy its resident pages back (no dirty bits)."""
+        S, T = self.S, self.T
+        self.EV_VICTIM(self.est, S, T, tick)
+        c = int(S.victim[0])
+        blk = int(S.chunk_block[c])
+        if c < 0 or blk < 0:
+            raise RuntimeError("eviction policy named a chunk that is not in use")
+        lo = int(T.b_lo[blk])
+        p0 = int(T.b_page0[blk]) - lo
+        first = max(int(S.victim[1]), lo)
+        last = min(int(S.victim[2]), int(T.b_hi[blk]))
+        if self.xl:
+            self.tlb_shootdown(blk, first, last)
+        n = self._copy_back(p0, first, last)
+        if n == 0:
+            raise RuntimeError("eviction policy named a range with no resident page")
+        S.counts[out_row, C_DTOH_EVICT] += n * 4096
+        S.b_nres[blk] -= n
+        if S.b_nres[blk] == 0:
+            self.release_chunk(blk)
+            S.counts[out_row, C_EVICTED] += 1
+
+    def _copy_back(self, p0: int, first: int, last: int) -> int:
+        """Device-to-host copy of the resident pages among positions first..last; each
+        contiguous run is one transfer on the link."""
+        S = self.S
+        n = run = 0
+        for pos in range(first, last + 1):
+            d = p0 + pos
+            if S.pstate[d] & RES:
+                S.pstate[d] &= ~RES
+                n += 1
+                run += 1
+            elif run:
+                S.tacc[0] += transfer_ns(S.hw, run * 4096)
+                run = 0
+        if run:
+            S.tacc[0] += transfer_ns(S.hw, run * 4096)
+        return n
+
+    def release_chunk(self, blk: int) -> None:
+        """Return a block's chunk to the free pool (its pages are already not resident)."""
+        S = self.S
+        c = int(S.b_chunk[blk])
+        S.b_chunk[blk] = -1
+        S.chunk_block[c] = -1
+        S.free_stack[S.scal[S_NFREE]] = c
+        S.scal[S_NFREE] += 1
+        self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
+
+    def ensure_chunk(self, blk: int, out_row: int, tick: int) -> int:
+        """Step 1: the block takes a free chunk, evicting the policy's victims until one is."""
+        S = self.S
+        c = int(S.b_chunk[blk])
+        if c >= 0:
+            return c
+        while S.scal[S_NFREE] == 0:
+            self.evict_one(out_row, tick)
+        S.scal[S_NFREE] -= 1
+        c = int(S.free_stack[S.scal[S_NFREE]])
+        S.chunk_block[c] = blk
+        S.b_chunk[blk] = c
+        return c
+
+    def make_resident(self, blk: int, first: int, last: int, use_masks: bool, cause_f: int,
+                      cause_p: int, out_row: int, tick: int) -> None:
+        """Steps 1-3 of driver-model.md for positions first..last of a block."""
+        S, T = self.S, self.T
+        c = self.ensure_chunk(blk, out_row, tick)
+        p0 = int(T.b_page0[blk]) - int(T.b_lo[blk])
+        pstate, hw = S.pstate, S.hw
+        run = n_new = 0
+        new_first = new_last = -1
+        for pos in range(first, last + 1):
+            if use_masks:
+                if S.fmask[pos]:
+                    cause = cause_f
+                elif S.pmask[pos]:
+                    cause = cause_p
+                else:
+                    if run:
+                        S.tacc[0] += transfer_ns(hw, run * 4096)
+                        run = 0
+                    continue
+            else:
+                cause = cause_f
+            d = p0 + pos
+            ps = pstate[d]
+            if ps & RES:
+                if run:
+                    S.tacc[0] += transfer_ns(hw, run * 4096)
+                    run = 0
+                continue
+            if cause == CAUSE_MEMSET or (cause != CAUSE_MEMCPY and not (ps & POP)):
+                S.counts[out_row, C_ZERO_FILL] += 1       # zero-filled on the GPU
+                S.tacc[0] += hw[HW_ZERO_NS]
+                if run:
+                    S.tacc[0] += transfer_ns(hw, run * 4096)
+                    run = 0
+            else:
+                S.counts[out_row, CAUSE_HTOD_COL[cause]] += 4096  # over the link
+                run += 1
+            pstate[d] = ps | RES | POP
+            n_new += 1
+            if new_first < 0:
+                new_first = pos
+            new_last = pos
+        if run:
+            S.tacc[0] += transfer_ns(hw, run * 4096)
+        S.b_nres[blk] += n_new
+        self.EV_ON_FILL(self.est, S, T, c, blk, new_first, new_last, n_new, tick)
+
+    def service_batch(self, nb: int, out_row: int, tick: int) -> None:
+        """The driver services the fault buffer: blocks in order, prefetch, make resident."""
+        S, T = self.S, self.T
+        pages = S.batch_page[:nb]
+        for d in pages:
+            S.pstate[d] &= ~INB
+        blocks: dict[int, list[int]] = {}
+        for d in pages:
+            blocks.setdefault(int(T.page_block[d]), []).append(int(T.page_pos[d]))
+        # policies may read the batch being serviced: its keys (block rank * 512 + position)
+        # sorted in S.batch_key[:nb], their number in S.scal[S_NBATCH]
+        S.batch_key[:nb] = np.sort(S.b_rank[T.page_block[pages]] * 512 + T.page_pos[pages])
+        S.scal[S_NBATCH] = nb
+        self.faults.n = 0
+        for blk in sorted(blocks, key=lambda b: S.b_rank[b]):
+            lo, hi = int(T.b_lo[blk]), int(T.b_hi[blk])
+            for pos in blocks[blk]:
+                S.fmask[pos] = 1
+            p0 = int(T.b_page0[blk]) - lo
+            for pos in range(lo, hi + 1):
+                S.rmask[pos] = 1 if S.pstate[p0 + pos] & RES else 0
+                S.pmask[pos] = 0
+            self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
+            self.make_resident(blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
+            S.fmask[lo:hi + 1] = 0
+        S.counts[out_row, C_BATCHES] += 1
+        S.scal[S_NBATCH] = 0
+
+    def prefetch_to_cpu(self, blk: int, lo: int, hi: int, out_row: int) -> None:
+        """cudaMemPrefetchAsync to the CPU: copy resident pages back; free an emptied chunk."""
+        S, T = self.S, self.T
+        if S.b_chunk[blk] < 0:
+            return
+        n = self._copy_back(int(T.b_page0[blk]) - int(T.b_lo[blk]), lo, hi)
+        S.counts[out_row, C_DTOH_API] += n * 4096
+        if n and self.xl:
+            self.tlb_shootdown(blk, lo, hi)
+        S.b_nres[blk] -= n
+        if n and S.b_nres[blk] == 0:
+            self.release_chunk(blk)
+
+    def free_alloc(self, a: int) -> None:
+        """cudaFree: pages become unpopulated and not resident with no transfer."""
+        S, T = self.S, self.T
+        p0 = int(T.a_page_off[a])
+        S.pstate[p0:p0 + int(T.a_npages[a])] = 0
+        b0 = int(T.a_block_off[a])
+        for blk in range(b0, b0 + int(T.a_nblocks[a])):
+            S.b_nres[blk] = 0
+            if S.b_chunk[blk] >= 0:
+                if self.xl:
+                    self.tlb_shootdown(blk, int(T.b_lo[blk]), int(T.b_hi[blk]))
+                self.release_chunk(blk)
+
+    # ---------------------------------------------------------------- translation (GPU side)
+    def tlb_shootdown(self, blk: int, lo: int, hi: int) -> None:
+        """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
+        S = self.S
+        sh, ways, nsets = int(S.xli[XL_SHIFT]), int(S.xli[XL_WAYS]), int(S.xli[XL_SETS])
+        vb = int(S.b_vbase[blk])
+        for tag in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
+            base = (tag % nsets) * ways
+            for w in range(base, base + ways):
+                if S.tlb_tag[w] == tag:
+                    S.tlb_tag[w] = -1
+                    self._fill_id.pop(w, None)
+                    break
+
+    def translate(self, d: int, t: float, row: int, walks: list):
+        """TLB lookup for dense page d at time t. A miss starts a walk process (appended to
+        `walks`); a miss on an entry whose walk is in flight merges with it."""
+        S, T = self.S, self.T
+        blk = int(T.page_block[d])
+        tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.xli[XL_SHIFT])
+        ways = int(S.xli[XL_WAYS])
+        base = (tag % int(S.xli[XL_SETS])) * ways
+        S.xli[XL_TICK] += 1
+        slot = -1
+        for w in range(base, base + ways):
+            if S.tlb_tag[w] == tag:
+                S.tlb_used[w] = S.xli[XL_TICK]
+                if w in self._fill_id or S.tlb_ready[w] > t:
+                    S.counts[row, C_TLB_MISSES] += 1   # waits for the walk in flight
+                return
+            if slot < 0 or (S.tlb_tag[slot] >= 0 and
+                            (S.tlb_tag[w] < 0 or S.tlb_used[w] < S.tlb_used[slot])):
+                slot = w
+        S.counts[row, C_TLB_MISSES] += 1
+        S.counts[row, C_PAGE_WALKS] += 1
+        fill = None
+        if S.pstate[d] & RES:
+            # only a valid PTE is cached; its ready time is known once a walker takes it
+            S.tlb_tag[slot] = tag
+            S.tlb_ready[slot] = math.inf
+            S.tlb_used[slot] = S.xli[XL_TICK]
+            fill = self._next_fill
+            self._next_fill += 1
+            self._fill_id[slot] = fill
+        walks.append(self.env.process(self.walk(t, row, slot, fill)))
+
+    def walk(self, t: float, row: int, slot: int, fill):
+        """One page-table walk: queue for a walker, hold it for walk_ns."""
+        S, env = self.S, self.env
+        with self.walkers.request() as req:
+            yield req
+            start = env.now
+            wf = S.walk_free
+            wf[int(np.argmin(wf))] = start + self.walk_ns   # the walker this walk holds
+            S.times[row, T_WALKQ] += start - t
+            if fill is not None and self._fill_id.get(slot) == fill:
+                del self._fill_id[slot]
+                S.tlb_ready[slot] = start + self.walk_ns
+            yield env.timeout(self.walk_ns)
+
+    # ---------------------------------------------------------------- processes
+    def service(self, nb: int, k: int, tick: int, t: float):
+        """Hand the fault buffer to the driver; returns the stall it added to the kernel."""
+        S, env = self.S, self.env
+        with self.driver.request() as req:
+            yield req
+            start = env.now
+            S.tacc[0] = 0.0
+            self.service_batch(nb, k, tick)
+            cost = S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
+            S.times[k, T_TRANSFER] += S.tacc[0]
+            S.times[k, T_DRV_WAIT] += start - t
+            S.xlf[XF_DRIVER_FREE] = start + cost
+            yield env.timeout(cost)
+        return (start - t) + cost
+
+    def run_kernel(self, k: int, t0: float):
+        """Replay one kernel's rows: rows issue evenly over its compute time (shifted by
+        stalls), each is translated, faults fill the buffer, full buffers go to the driver."""
+        S, T, env = self.S, self.T, self.env
+        r0, r1 = int(T.k_row_start[k]), int(T.k_row_start[k + 1])
+        dur = float(T.k_duration_ns[k])
+        if not dur > 0.0:
+            dur = 0.0
+        gap = dur / (r1 - r0) if r1 > r0 else 0.0
+        stall = 0.0
+        walks: list = []
+        buf = self.faults
+        for r in range(r0, r1):
+            d = int(T.row_page[r])
+            blk = int(T.page_block[d])
+            if T.a_host[T.b_alloc[blk]]:
+                continue
+            t = t0 + (r - r0) * gap + stall
+            if self.xl:
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                self.translate(d, t, k, walks)
+            ps = S.pstate[d]
+            if ps & RES:
+                if self.EV_ON_HIT is not None:
+                    self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
+                continue
+            if ps & INB:
+                continue
+            S.counts[k, C_FAULTS] += 1
+            S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & 6 else C_FAULTS_READ] += 1
+            if buf.add(d):
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                stall += yield env.process(self.service(buf.n, k, r, t))
+        if buf.n:
+            t = t0 + dur + stall
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            stall += yield env.process(self.service(buf.n, k, r1, t))
+        end = t0 + dur + stall
+        S.times[k, T_STALL] += stall
+        if end > env.now:
+            yield env.timeout(end - env.now)
+        if walks:
+            yield env.all_of(walks)      # the kernel retires when its last walk is done
+        if env.now > end:
+            S.times[k, T_XLATE] += env.now - end
+            S.times[k, T_STALL] += env.now - end
+            end = env.now
+        return end
+
+    def range_event(self, e: int, out_row: int, tick: int, t: float):
+        """memcpy_htod, memset and prefetch: the driver (and its copy engine) works through
+        the range clipped to live non-host allocations, block by block."""
+        S, T, env = self.S, self.T, self.env
+        op = int(T.ev_op[e])
+        with self.driver.request() as req:
+            yield req
+            start = env.now
+            S.tacc[0] = 0.0
+            for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
+                if T.a_host[T.seg_alloc[seg]]:
+                    continue
+                b_first, b_last = self.for_each_block(seg)
+                for blk in range(b_first, b_last + 1):
+                    lo = int(T.page_pos[T.seg_first[seg]]) if blk == b_first else int(T.b_lo[blk])
+                    hi = int(T.page_pos[T.seg_last[seg]]) if blk == b_last else int(T.b_hi[blk])
+                    if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
+                        self.prefetch_to_cpu(blk, lo, hi, out_row)
+                        continue
+                    cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET}.get(op, CAUSE_API)
+                    self.make_resident(blk, lo, hi, False, cause, cause, out_row, tick)
+            S.times[out_row, T_TRANSFER] += S.tacc[0]
+            S.times[out_row, T_STALL] += S.tacc[0]
+            S.times[out_row, T_STALL] += start - t
+            S.times[out_row, T_DRV_WAIT] += start - t
+            S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+            yield env.timeout(S.tacc[0])
+        return env.now
+
+    def for_each_block(self, seg: int) -> tuple[int, int]:
+        """First/last block of a segment (helper for range events)."""
+        T = self.T
+        return int(T.page_block[T.seg_first[seg]]), int(T.page_block[T.seg_last[seg]])
+
+    # ---------------------------------------------------------------- the front end
+    def _open(self, t: float) -> simpy.Environment:
+        """A SimPy run starting at time t, with the driver and the walkers busy until the
+        times earlier events (of any tenant) left them."""
+        env = self.env = simpy.Environment(initial_time=t)
+        self.driver = simpy.Resource(env, capacity=1)
+        self.walkers = simpy.Resource(env, capacity=max(1, int(self.S.walk_free.size)))
+
+        def busy_until(res, until):
+            with res.request() as req:
+                yield req
+                yield env.timeout(until - env.now)
+
+        if self.S.xlf[XF_DRIVER_FREE] > t:
+            env.process(busy_until(self.driver, float(self.S.xlf[XF_DRIVER_FREE])))
+        if self.xl:
+            for wf in self.S.walk_free:
+                if wf > t:
+                    env.process(busy_until(self.walkers, float(wf)))
+        return env
+
+    def event(self, e: int, out_row: int, tick: int, t: float):
+        """One event of a tenant starting at its clock t; returns the tenant's new clock."""
+        T = self.T
+        op = int(T.ev_op[e])
+        if op == OP_KERNEL:
+            return (yield self.env.process(self.run_kernel(int(T.ev_kernel[e]), t)))
+        if op == OP_FREE:
+            self.free_alloc(int(T.ev_alloc[e]))
+        elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH):
+            return (yield self.env.process(self.range_event(e, out_row, tick, t)))
+        return t
+
+    def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray) -> None:
+        """Replay tenants' events (tenant i: events ten_ev[i]..ten_ev[i+1]-1, outside row
+        ten_out[i], time clock[i]): the earliest clock (ties: lowest index) goes next."""
+        T = self.T
+        n_t = len(ten_ev) - 1
+        cur = [int(x) for x in ten_ev[:n_t]]
+        tick = [0] * n_t
+        while True:
+            live = [j for j in range(n_t) if cur[j] < ten_ev[j + 1]]
+            if not live:
+                return
+            i = min(live, key=lambda j: (clock[j], j))
+            e = cur[i]
+            cur[i] += 1
+            env = self._open(float(clock[i]))
+            proc = env.process(self.event(e, int(ten_out[i]), tick[i], float(clock[i])))
+            clock[i] = env.run(until=proc)
+            if T.ev_op[e] == OP_KERNEL:
+                tick[i] = int(T.k_row_start[int(T.ev_kernel[e]) + 1])
