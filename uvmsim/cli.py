@@ -105,6 +105,41 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
     p.add_argument("--drop-out-of-range", action="store_true",
                    help="drop (and count) access rows outside live allocations instead of "
                         "rejecting the trace")
+    g = p.add_argument_group("optional mechanisms (off by default; docs/policies.md, "
+                             "docs/model.md)")
+    g.add_argument("--translation", action="append", nargs="?", const="on",
+                   metavar="NAME=VALUE",
+                   help="model the TLB and page-table walkers; bare for the defaults, or "
+                        "NAME=VALUE of uvmsim.Translation (tlb_entries, page_size, walkers, "
+                        "walk_ns, ways), repeatable")
+    g.add_argument("--thrashing", action="append", nargs="?", const="on", metavar="NAME=VALUE",
+                   help="the driver's thrashing detection (throttle, pin); bare for its "
+                        "defaults, or NAME=VALUE (threshold, pin_threshold, lapse_us, nap_us, "
+                        "pin_us, epoch_us), repeatable")
+    g.add_argument("--remote", choices=["driver", "uvmsmart"],
+                   help="remote mapping with access-counter delayed migration")
+    g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
+    g.add_argument("--advise", action="store_true",
+                   help="apply the trace's cudaMemAdvise events")
+
+
+def _options(values: Sequence[str] | None) -> Any:
+    """Repeatable `--flag [NAME=VALUE]` -> False, True (bare) or a dict."""
+    if not values:
+        return False
+    items = [v for v in values if v != "on"]
+    return _kv(items) if items else True
+
+
+def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
+    tr = _options(a.translation)
+    if isinstance(tr, dict):
+        tr = {k: (int(v) if k != "walk_ns" else v) for k, v in tr.items()}
+    kw: dict[str, Any] = {"translation": tr or None, "thrashing": _options(a.thrashing),
+                          "remote": a.remote, "advise": a.advise}
+    if a.access_counter_threshold is not None:
+        kw["access_counter_threshold"] = a.access_counter_threshold
+    return kw
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,7 +236,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
     r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                  evict=a.evict, hardware=a.hardware, fault_batch_size=a.fault_batch_size,
-                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param))
+                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param),
+                 **_mechanisms(a))
     if a.kernels_out:
         _write_table(r.kernels, a.kernels_out)
     if a.json:
@@ -209,7 +245,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
         return 0
     print(f"{a.trace}: prefetch={r.config['prefetch']} evict={r.config['evict']} "
           f"hardware={r.config['hardware']}")
-    print(_fmt_table(list(r.summary.items())))
+    extra = [(k, v) for k, v in r.extra.items() if v]
+    print(_fmt_table(list(r.summary.items()) + extra))
     if tr.dropped_rows:
         print(f"(dropped {tr.dropped_rows:,} out-of-range access rows)")
     return 0
@@ -227,7 +264,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     df = sweep(a.trace, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict,
                hardware=a.hardware, fault_batch_size=a.fault_batch_size, jobs=a.jobs,
                backend=a.backend, progress=not (a.no_progress or a.json),
-               drop_out_of_range=a.drop_out_of_range)
+               drop_out_of_range=a.drop_out_of_range, **_mechanisms(a))
     if a.out:
         _write_table(df, a.out)
     if a.plot:

@@ -34,6 +34,7 @@ def _run_one(path: str | None, trace: Trace | None, point: dict[str, Any],
     r = simulate(trace, **point, **common)
     row = dict(point)
     row.update(r.summary)
+    row.update(r.extra)
     row["hardware"] = r.config["hardware"]
     row["compute_ns"] = float(r.kernels["compute_ns"].sum())
     return row
@@ -51,14 +52,15 @@ def sweep(trace: Trace | str | os.PathLike, *, oversub: Sequence[float] = (1.0, 
           evict: Sequence[Any] = ("lru2m",), hardware: Any = None,
           fault_batch_size: int = 256, jobs: int | None = None, backend: str = "process",
           progress: bool = True, drop_out_of_range: bool = False,
-          client: Any = None) -> pd.DataFrame:
+          client: Any = None, **options: Any) -> pd.DataFrame:
     """Replay `trace` at every grid point; one row per point with the summary counts,
     `sim_time_ns`, `compute_ns` (sum of kernel durations) and `slowdown` (sim_time over the
-    same policies at factor 1 when the grid has it, else over compute time)."""
+    same policies at factor 1 when the grid has it, else over compute time). Other keyword
+    arguments (translation=, thrashing=, ...) go to every `simulate` call."""
     points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
     if not points:
         raise ConfigError("empty sweep grid")
-    common = dict(hardware=hardware, fault_batch_size=fault_batch_size)
+    common = dict(hardware=hardware, fault_batch_size=fault_batch_size, **options)
     path = None
     tr: Trace | None = None
     if isinstance(trace, Trace):
