@@ -30,7 +30,7 @@ def traces(draw):
     return b.build()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(t=traces(), cap=hs.integers(1, 4), pf=hs.sampled_from(["density", "none", "2m"]),
        batch=hs.sampled_from([1, 3, 256]))
 def test_belady_is_a_lower_bound(t, cap, pf, batch):
