@@ -33,7 +33,10 @@ def evict_one(est, S, T, out_row, tick):
     n = 0
     ndup = 0
     run = 0
+    nres = S.b_nres[blk]
     for pos in range(first, last + 1):
+        if n + ndup == nres:
+            break  # every resident page of the block is found: the rest is empty
         d = p0 + pos
         ps = S.pstate[d]
         if ps & RES and not (ps & DUP):
@@ -166,12 +169,41 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
         PF_PREFETCH(pst, S, T, blk, lo, hi)
         if S.fcfg[F_ON] != 0:
             ft_prefetch(S, T, blk, lo, hi)
-        make_resident(est, S, T, blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
-        for pos in range(lo, hi + 1):
-            S.fmask[pos] = 0
+        # only the span of faulted and prefetched positions can change: on scattered
+        # faults this keeps the work per block near the pages moved, not 512
+        first = keys[i] & 511
+        last = keys[j - 1] & 511
+        first, last = pmask_span(S, lo, hi, first, last)
+        make_resident(est, S, T, blk, first, last, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row,
+                      tick)
+        for q in range(i, j):
+            S.fmask[keys[q] & 511] = 0
         i = j
     S.counts[out_row, C_BATCHES] += 1
     S.scal[S_NBATCH] = 0
+
+
+@_jit
+def pmask_span(S, lo, hi, first, last):
+    """Widen first..last to every position lo..hi set in S.pmask (8 positions a word)."""
+    w = S.pmask.view(np.uint64)
+    for k in range(lo >> 3, (hi >> 3) + 1):
+        if w[k]:
+            p = max(k << 3, lo)
+            if p < first:
+                while not S.pmask[p]:
+                    p += 1
+                first = min(first, p)
+            break
+    for k in range(hi >> 3, (lo >> 3) - 1, -1):
+        if w[k]:
+            p = min((k << 3) + 7, hi)
+            if p > last:
+                while not S.pmask[p]:
+                    p -= 1
+                last = max(last, p)
+            break
+    return first, last
 
 
 @_jit
