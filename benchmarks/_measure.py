@@ -44,6 +44,7 @@ def main() -> None:
     t0 = time.perf_counter()
     tr = uvmsim.load_trace(a.trace)
     t_load = time.perf_counter() - t0
+    load_peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     r = uvmsim.simulate(tr, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict)
     t_replay = time.perf_counter() - t0
@@ -55,6 +56,7 @@ def main() -> None:
         "rows_per_s": rows / t_replay, "peak_rss_mib": peak_kib / 1024,
         "baseline_rss_mib": base_kib / 1024,
         "bytes_per_row": (peak_kib - base_kib) * 1024 / rows,
+        "load_bytes_per_row": (load_peak_kib - base_kib) * 1024 / rows,
         "faults": r.summary["faults"], "evicted_chunks": r.summary["evicted_chunks"],
         "prefetch": a.prefetch, "evict": a.evict, "oversub": a.oversub,
     }))

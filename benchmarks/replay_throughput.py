@@ -79,7 +79,8 @@ def main() -> None:
         print(f"  load        {min(r['load_s'] for r in runs):.2f} s")
         print(f"  memory      {best['bytes_per_row']:.1f} bytes per access row "
               f"(peak RSS {best['peak_rss_mib']:.0f} MiB over a {best['baseline_rss_mib']:.0f} "
-              "MiB baseline)")
+              f"MiB baseline; {best['load_bytes_per_row']:.1f} bytes per row by the end of "
+              "loading)")
         print(f"  compile     {best['compile_s']:.2f} s warm (engine from the disk cache)")
         if a.cold:
             c = measure(trace, cold=True, prefetch=a.prefetch, evict=a.evict, oversub=a.oversub)
