@@ -33,7 +33,7 @@ def plot_sweep(df: pd.DataFrame, *, metrics: Sequence[str] = DEFAULT_METRICS,
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
     hue = [h for h in hue if h in df.columns and df[h].nunique() > 1] or [hue[0]]
     for ax, m in zip(axes.flat, metrics):
-        for key, g in df.groupby(hue, sort=True):
+        for key, g in df.groupby(hue, sort=False):
             label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
             g = g.sort_values(x)
             ax.plot(g[x], g[m], marker="o", label=label)
