@@ -145,7 +145,7 @@ def test_allocation_rules(tdir, mutate, match, column, row):
 
 def test_overlapping_live_allocations(tmp_path):
     b = TraceBuilder()
-    a = b.alloc(8192, base=0x10000)
+    b.alloc(8192, base=0x10000)
     b.alloc(8192, base=0x11000)
     with pytest.raises(TraceFormatError, match="overlaps live alloc_id 0") as e:
         b.build()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,66 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
     `access_counter_penalty`; `advise=True` applies the trace's cudaMemAdvise events. A
     remote access costs `remote_access_ns` per access (the row's `count`).
     """
+    run = prepare(trace, oversub=oversub, capacity_bytes=capacity_bytes,
+                  capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
+                  hardware=hardware, fault_batch_size=fault_batch_size,
+                  prefetch_params=prefetch_params, evict_params=evict_params, seed=seed,
+                  translation=translation, features=feature_vector(
+                      thrashing=thrashing, remote=remote, advise=advise,
+                      access_counter_threshold=access_counter_threshold,
+                      access_counter_penalty=access_counter_penalty,
+                      remote_access_ns=remote_access_ns))
+    if run.features[0] and run.translation is not None:  # features[F_ON]
+        raise ConfigError("thrashing/remote/advise are not yet modelled with translation on")
+    trace, T, S = run.trace, run.trace.arrays, run.state
+    eng = engine_for(run.pf, run.ev)
+    if run.translation is None:
+        eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
+    else:
+        # the clocked replay with one tenant: rows spread over kernels, walks queue
+        eng.replay_clocked(run.pst, run.est, S, engine_trace(T), run.fault_batch_size,
+                           np.array([0, T.ev_op.size], np.int64),
+                           np.array([trace.n_kernels], np.int64), np.zeros(1))
+    run.config.update(thrashing=thrashing, remote=remote, advise=advise)
+    return run.result(keep_state)
+
+
+@dataclass
+class Prepared:
+    """A replay ready to run: resolved policies and their state, capacity, engine state.
+
+    Shared by the fast engine and the reference model so both start from the same place.
+    """
+
+    trace: Trace
+    pf: Any
+    ev: Any
+    pst: tuple
+    est: tuple
+    capacity: int
+    fault_batch_size: int
+    translation: Any
+    features: np.ndarray
+    state: Any
+    config: dict[str, Any]
+
+    def result(self, keep_state: bool = False) -> Result:
+        """The Result of the replay once the state holds its counts."""
+        S = self.state
+        r = make_result(self.trace, S.counts, S.times, self.capacity, self.config)
+        if keep_state:
+            r.state = S
+        return r
+
+
+def prepare(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
+            capacity_bytes: int | None = None, capacity_chunks: int | None = None,
+            prefetch: Any = "density", evict: Any = "lru2m",
+            hardware: str | Hardware | None = None, fault_batch_size: int = 256,
+            prefetch_params: dict[str, float] | None = None,
+            evict_params: dict[str, float] | None = None, seed: int = 0,
+            translation: Any = None, features: np.ndarray | None = None) -> Prepared:
+    """Check the arguments of `simulate` and build everything a replay starts from."""
     trace = _as_trace(trace)
     pf = get_prefetch(prefetch)
     ev = get_evict(evict)
@@ -131,30 +192,13 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
     tr = get_translation(translation)
-    fv = feature_vector(thrashing=thrashing, remote=remote, advise=advise,
-                        access_counter_threshold=access_counter_threshold,
-                        access_counter_penalty=access_counter_penalty,
-                        remote_access_ns=remote_access_ns)
-    if fv[0] and tr is not None:  # fv[F_ON]
-        raise ConfigError("thrashing/remote/advise are not yet modelled with translation on")
+    fv = feature_vector() if features is None else features
     S = new_state(n_pages, n_blocks, cap, trace.n_kernels, fault_batch_size,
                   block_service_rank(trace), hw.vector(), translation=tr,
                   b_vbase=block_vbase(T), features=fv)
-    eng = engine_for(pf, ev)
-    if tr is None:
-        eng.replay(pst, est, S, engine_trace(T), fault_batch_size)
-    else:
-        # the clocked replay with one tenant: rows spread over kernels, walks queue
-        eng.replay_clocked(pst, est, S, engine_trace(T), fault_batch_size,
-                           np.array([0, T.ev_op.size], np.int64),
-                           np.array([trace.n_kernels], np.int64), np.zeros(1))
     config = {"prefetch": pf.name, "evict": ev.name, "prefetch_params": pf_params,
               "evict_params": ev_params, "hardware": hw.name, "fault_batch_size":
               fault_batch_size, "oversub": oversub, "capacity_chunks": cap, "seed": seed,
               "trace": str(trace.path) if trace.path else None,
-              "translation": tr.to_dict() if tr is not None else None,
-              "thrashing": thrashing, "remote": remote, "advise": advise}
-    result = make_result(trace, S.counts, S.times, cap, config)
-    if keep_state:
-        result.state = S
-    return result
+              "translation": tr.to_dict() if tr is not None else None}
+    return Prepared(trace, pf, ev, pst, est, cap, fault_batch_size, tr, fv, S, config)

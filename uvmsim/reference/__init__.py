@@ -11,13 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Hardware, capacity_chunks as _capacity, get_hardware, get_translation
-from ..engine.state import engine_trace, new_state
+from ..config import Hardware
+from ..engine.state import engine_trace
 from ..errors import ConfigError
-from ..policies import get_evict, get_prefetch
-from ..policies.base import PolicyContext, empty_state, resolve_params
-from ..results import Result, make_result
-from ..simulate import _as_trace, block_service_rank, block_vbase, feature_vector
+from ..results import Result
+from ..simulate import feature_vector, prepare
 from ..trace import Trace
 from .model import FaultBuffer, ReferenceModel
 
@@ -45,36 +43,15 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
                         remote_access_ns=remote_access_ns)
     if fv[0]:
         raise ConfigError("the reference model does not model thrashing/remote/advise yet")
-    trace = _as_trace(trace)
-    pf = get_prefetch(prefetch)
-    ev = get_evict(evict)
-    hw = get_hardware(hardware)
-    if int(fault_batch_size) < 1:
-        raise ConfigError(f"fault_batch_size must be >= 1, got {fault_batch_size}")
-    fault_batch_size = int(fault_batch_size)
-    cap = _capacity(trace.peak_blocks, oversub=oversub, capacity_bytes=capacity_bytes,
-                    capacity_chunks=capacity_chunks)
-    T = trace.arrays
-    pf_params = resolve_params(pf.params, prefetch_params, pf.name)
-    ev_params = resolve_params(ev.params, evict_params, ev.name)
-    n_pages = int(T.page_block.size)
-    n_blocks = int(T.b_alloc.size)
-    pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
-    est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
-    tr = get_translation(translation)
-    S = new_state(n_pages, n_blocks, cap, trace.n_kernels, fault_batch_size,
-                  block_service_rank(trace), hw.vector(), translation=tr,
-                  b_vbase=block_vbase(T))
-    model = ReferenceModel(S, engine_trace(T), pf, ev, pst, est, fault_batch_size)
-    model.replay(np.array([0, T.ev_op.size], np.int64), np.array([trace.n_kernels]),
+    run = prepare(trace, oversub=oversub, capacity_bytes=capacity_bytes,
+                  capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
+                  hardware=hardware, fault_batch_size=fault_batch_size,
+                  prefetch_params=prefetch_params, evict_params=evict_params, seed=seed,
+                  translation=translation)
+    T = run.trace.arrays
+    model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
+                           run.fault_batch_size)
+    model.replay(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),
                  np.zeros(1))
-    config = {"prefetch": pf.name, "evict": ev.name, "prefetch_params": pf_params,
-              "evict_params": ev_params, "hardware": hw.name, "fault_batch_size":
-              fault_batch_size, "oversub": oversub, "capacity_chunks": cap, "seed": seed,
-              "trace": str(trace.path) if trace.path else None,
-              "translation": tr.to_dict() if tr is not None else None,
-              "model": "reference"}
-    result = make_result(trace, S.counts, S.times, cap, config)
-    if keep_state:
-        result.state = S
-    return result
+    run.config["model"] = "reference"
+    return run.result(keep_state)

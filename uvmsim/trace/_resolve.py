@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .format import OP_ALLOC, OP_FREE, OP_KERNEL, RANGE_OPS, OP_CODE
+from .format import OP_ALLOC, OP_CODE, OP_FREE, RANGE_OPS
 
 # Error codes shared with io.py.
 OK = 0
