@@ -35,10 +35,6 @@ from numba import njit
 from uvmsim.engine.state import *  # noqa: F401,F403
 from uvmsim.engine.timing import transfer_ns  # noqa: F401
 _jit = njit(cache={cache})
-
-
-def _hook(fn):
-    return fn
 '''
 
 
@@ -91,7 +87,7 @@ def engine_for(pf: PrefetchPolicy, ev: EvictPolicy) -> ModuleType:
             return _LOADED[key]
         lines = [_HEADER.format(pf=pf.name, ev=ev.name, cache=cacheable)]
         for g, w in where.items():
-            lines.append(f"from {w[0]} import {w[1]} as _{g}\n{g} = _hook(_{g})\n" if w
+            lines.append(f"from {w[0]} import {w[1]} as {g}\n" if w
                          else f"{g} = None\n")
         src = "".join(lines) + "\n" + template
         d = cache_dir()
@@ -108,6 +104,6 @@ def engine_for(pf: PrefetchPolicy, ev: EvictPolicy) -> ModuleType:
         spec.loader.exec_module(mod)
         for g, w in where.items():
             if w is None:
-                setattr(mod, g, mod._hook(hooks[g]))
+                setattr(mod, g, hooks[g])
         _LOADED[key] = mod
         return mod
