@@ -184,6 +184,20 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
 
 
 @_jit
+def add_fault(S, T, k, r, d, ps, nb):
+    """Step 2 of a kernel: put page d in the fault batch as a read or write fault
+    (FaultBuffer.add in the reference model)."""
+    S.pstate[d] = ps | INB
+    S.batch_page[nb] = d
+    S.counts[k, C_FAULTS] += 1
+    if T.row_flags[r] & 6:
+        S.counts[k, C_FAULTS_WRITE] += 1
+    else:
+        S.counts[k, C_FAULTS_READ] += 1
+    return nb + 1
+
+
+@_jit
 def pmask_span(S, lo, hi, first, last):
     """Widen first..last to every position lo..hi set in S.pmask (8 positions a word)."""
     w = S.pmask.view(np.uint64)
@@ -232,14 +246,7 @@ def run_kernel(pst, est, S, T, k, batch_size):
             if ft_miss(S, T, k, r, d, ft_now(S, T, k, r, stall)):
                 continue
             ps = S.pstate[d]
-        S.pstate[d] = ps | INB
-        S.batch_page[nb] = d
-        nb += 1
-        S.counts[k, C_FAULTS] += 1
-        if T.row_flags[r] & 6:
-            S.counts[k, C_FAULTS_WRITE] += 1
-        else:
-            S.counts[k, C_FAULTS_READ] += 1
+        nb = add_fault(S, T, k, r, d, ps, nb)
         if nb == batch_size:
             S.tacc[0] = 0.0
             service_batch(pst, est, S, T, nb, k, r)
@@ -458,14 +465,7 @@ def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
             continue
         if ps & INB:
             continue
-        S.pstate[d] = ps | INB
-        S.batch_page[nb] = d
-        nb += 1
-        S.counts[k, C_FAULTS] += 1
-        if T.row_flags[r] & 6:
-            S.counts[k, C_FAULTS_WRITE] += 1
-        else:
-            S.counts[k, C_FAULTS_READ] += 1
+        nb = add_fault(S, T, k, r, d, ps, nb)
         if nb == batch_size:
             stall += service_clocked(pst, est, S, T, nb, k, r, t)
             nb = 0
