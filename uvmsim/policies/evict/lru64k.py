@@ -53,7 +53,8 @@ def on_release(st, S, T, chunk, blk):
 
 
 @njit(cache=True)
-def victim(st, S, T, tick):
+def pop_oldest_leaf(st, S, T):
+    """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages."""
     ends = st[2]
     while True:
         node = ends[0]
@@ -63,10 +64,15 @@ def victim(st, S, T, tick):
         unlink(st, node)
         # leaves emptied behind the policy's back (prefetch to the CPU) are skipped
         if blk >= 0 and leaf_resident(S, T, blk, leaf):
-            S.victim[0] = c
-            S.victim[1] = leaf * 16
-            S.victim[2] = leaf * 16 + 15
-            return
+            return c, leaf
+
+
+@njit(cache=True)
+def victim(st, S, T, tick):
+    c, leaf = pop_oldest_leaf(st, S, T)
+    S.victim[0] = c
+    S.victim[1] = leaf * 16
+    S.victim[2] = leaf * 16 + 15
 
 
 LRU64K = register_evict(EvictPolicy(

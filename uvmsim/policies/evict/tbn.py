@@ -17,7 +17,8 @@ from numba import njit
 
 from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
 from .lru2m import unlink
-from .lru64k import leaf_resident, on_fill as _fill64k, on_release as _release64k
+from .lru64k import (leaf_resident, on_fill as _fill64k, on_release as _release64k,
+                     pop_oldest_leaf)
 
 
 def init(ctx: PolicyContext) -> tuple:
@@ -61,15 +62,8 @@ def victim(st, S, T, tick):
             S.victim[1] = leaf * 16
             S.victim[2] = leaf * 16 + 15
             return
-    ends = st[2]
-    while True:
-        node = ends[0]
-        c = node >> 5
-        leaf = node & 31
-        blk = S.chunk_block[c]
-        unlink(lru, node)
-        if blk >= 0 and leaf_resident(S, T, blk, leaf):
-            break
+    c, leaf = pop_oldest_leaf(lru, S, T)
+    blk = S.chunk_block[c]
     S.victim[0] = c
     S.victim[1] = leaf * 16
     S.victim[2] = leaf * 16 + 15
