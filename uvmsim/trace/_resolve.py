@@ -23,6 +23,9 @@ E_UNSORTED_ROW = 13
 E_DUPLICATE = 14
 E_OUT_OF_RANGE = 15
 E_UNKNOWN_KERNEL = 16
+E_SLICES_ZERO = 17
+E_NO_NSLICES = 18
+E_SLICES_RANGE = 19
 
 _RANGE_CODES = np.array(sorted(OP_CODE[o] for o in RANGE_OPS), dtype=np.int8)
 
@@ -161,13 +164,16 @@ def new_row_state(n_alloc: int, n_dense_pages: int, n_kernels: int):
 @njit(cache=True)
 def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
                  ev_op, ev_alloc, a_base, a_end, a_first_page, a_last_page, a_page_off,
-                 b_kid, b_page, b_flags, b_count, b_order, drop,
-                 out_page, out_flags, out_count):
+                 b_kid, b_page, b_flags, b_count, b_order, b_slices, nslices_by_rank, drop,
+                 out_page, out_flags, out_count, out_slices):
     """Validate one batch of access rows and append them as dense pages to the outputs.
 
-    Returns (err, row_in_batch, detail): detail is the kernel rank or the row's page.
-    State lives in st/live/stamp/k_row_start between batches.
+    `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
+    nslices_by_rank and out_slices are unused). Returns (err, row_in_batch, detail): detail
+    is the kernel rank, the row's page or the kernel's n_slices. State lives in
+    st/live/stamp/k_row_start between batches.
     """
+    has_slices = b_slices.size > 0
     n_live = st[S_NLIVE]
     out = st[S_OUT]
     cache = st[S_CACHE]
@@ -218,6 +224,18 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
         if b_count[r] < 1:
             _save(st, n_live, out, cache, prev_kid, rank)
             return E_COUNT, r, 0
+        if has_slices:
+            sl = b_slices[r]
+            ns = nslices_by_rank[rank]
+            if sl == 0:
+                _save(st, n_live, out, cache, prev_kid, rank)
+                return E_SLICES_ZERO, r, 0
+            if ns == 0:
+                _save(st, n_live, out, cache, prev_kid, rank)
+                return E_NO_NSLICES, r, 0
+            if ns < 64 and (sl >> np.uint64(ns)) != 0:
+                _save(st, n_live, out, cache, prev_kid, rank)
+                return E_SLICES_RANGE, r, ns
         page = b_page[r]
         order = np.int64(b_order[r])
         po = st[S_PREV_ORDER]
@@ -252,6 +270,8 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
         out_page[out] = d
         out_flags[out] = fl
         out_count[out] = b_count[r]
+        if has_slices:
+            out_slices[out] = b_slices[r]
         out += 1
     _save(st, n_live, out, cache, prev_kid, rank)
     return OK, -1, 0

@@ -30,6 +30,7 @@ class TraceBuilder:
         self._kernels: list[dict[str, Any]] = []
         self._acc: list[pd.DataFrame] = []
         self._bases: dict[int, int] = {}
+        self._sliced = False
 
     # -- allocations
     def alloc(self, size: int, *, base: int | None = None, kind: str = "managed",
@@ -62,14 +63,29 @@ class TraceBuilder:
     # -- program
     def kernel(self, name: str = "kernel", *, reads: Iterable[int] = (),
                writes: Iterable[int] = (), rows: Sequence[tuple[int, int]] | None = None,
-               duration_ns: int | None = 1000, counts: Sequence[int] | None = None) -> int:
+               duration_ns: int | None = 1000, counts: Sequence[int] | None = None,
+               slices: Sequence[int] | None = None, n_slices: int | None = None) -> int:
         """Launch a kernel. Rows are (page, flags) in first-touch order; `reads`/`writes`
-        are shorthands (reads first, then writes, each in the order given)."""
+        are shorthands (reads first, then writes, each in the order given).
+
+        `slices` (v1.1) gives each row's bitmask of the time slices that touched it, and
+        `n_slices` how many slices the kernel's run has (default: enough for the highest
+        bit set). Kernels given without slices are one slice.
+        """
         if rows is None:
             rows = [(int(p), FLAG_READ) for p in reads] + [(int(p), FLAG_WRITE) for p in writes]
         kid = len(self._kernels)
+        sl = None
+        if slices is not None:
+            sl = np.asarray([int(x) for x in slices], dtype=np.uint64)
+            if sl.size != len(rows):
+                raise ValueError(f"kernel {name!r}: {sl.size} slices for {len(rows)} rows")
+            if n_slices is None:
+                n_slices = max([int(x).bit_length() for x in sl] + [1])
+            self._sliced = True
         self._kernels.append(dict(kernel_id=kid, name=name, duration_ns=duration_ns,
-                                  grid=None, block=None))
+                                  grid=None, block=None,
+                                  n_slices=n_slices if n_slices is not None else 1))
         self._event("kernel", kernel_id=kid)
         if rows:
             pages = np.array([r[0] for r in rows], dtype=np.uint64)
@@ -78,9 +94,16 @@ class TraceBuilder:
                                    flags=flags,
                                    count=np.asarray(counts if counts is not None
                                                     else np.ones(len(rows)), np.uint32),
-                                   order=np.arange(len(rows), dtype=np.uint32)))
+                                   order=np.arange(len(rows), dtype=np.uint32),
+                                   slices=sl if sl is not None
+                                   else np.ones(len(rows), np.uint64)))
             self._acc.append(df.sort_values(["order", "page"], kind="stable"))
         return kid
+
+    def host_access(self, addr: int, size: int, arg: str | None = None) -> None:
+        """The CPU touched [addr, addr + size) since the previous event (v1.1); `arg` is
+        'read', 'write' or None (unknown)."""
+        self._event("host_access", addr=addr, size=size, arg=arg)
 
     def memcpy_htod(self, addr: int, size: int) -> None:
         self._event("memcpy_htod", addr=addr, size=size)
@@ -120,14 +143,19 @@ class TraceBuilder:
         al = pd.DataFrame(self._allocs, columns=["alloc_id", "base", "size", "kind", "name"])
         al = al.astype({"alloc_id": "uint32", "base": "uint64", "size": "uint64"})
         ke = pd.DataFrame(self._kernels, columns=["kernel_id", "name", "duration_ns", "grid",
-                                                  "block"])
-        ke = ke.astype({"kernel_id": "uint32", "duration_ns": "Int64"})
+                                                  "block", "n_slices"])
+        ke = ke.astype({"kernel_id": "uint32", "duration_ns": "Int64", "n_slices": "UInt8"})
         acc = (pd.concat(self._acc, ignore_index=True) if self._acc else
                pd.DataFrame({"kernel_id": pd.Series([], dtype="uint32"),
                              "page": pd.Series([], dtype="uint64"),
                              "flags": pd.Series([], dtype="uint8"),
                              "count": pd.Series([], dtype="uint32"),
-                             "order": pd.Series([], dtype="uint32")}))
+                             "order": pd.Series([], dtype="uint32"),
+                             "slices": pd.Series([], dtype="uint64")}))
+        if not self._sliced:
+            # a v1 trace unless some kernel was given slices
+            ke = ke.drop(columns="n_slices")
+            acc = acc.drop(columns="slices")
         return {"allocations": al, "events": ev, "kernels": ke, "accesses": acc}
 
     def build(self, *, drop_out_of_range: bool = False, source: dict | None = None) -> Trace:

@@ -1,4 +1,4 @@
-"""Read, validate and write uvmtrace v1 directories (docs/trace-format.md).
+"""Read, validate and write uvmtrace v1 / v1.1 directories (docs/trace-format.md).
 
 Nothing here knows about simulation: it checks the contract and turns a trace into the
 dense arrays of `TraceArrays` once, streaming the access rows so a large trace never sits in
@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import _resolve as R
-from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, EVENTS, FORMAT, KERNELS,
-                     KIND_HOST, KINDS, MANIFEST, OP_CODE, OPS, PAGE_SIZE, PREFETCH_ARGS,
-                     RANGE_OPS, REQUIRED_FILES, SCHEMAS, VERSION, arrow_schema)
+from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, EVENTS, FORMAT,
+                     HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST, MAX_SLICES, MINOR,
+                     OP_CODE, OPS, OPTIONAL, PAGE_SIZE, PREFETCH_ARGS, RANGE_OPS,
+                     REQUIRED_FILES, SCHEMAS, V11_OPS, VERSION, arrow_schema)
 from .model import Trace, TraceArrays
 
 TableLike = Any  # pandas.DataFrame | pyarrow.Table
@@ -83,8 +84,14 @@ def _check_columns(names: Iterable[str], file: str, shown: str) -> None:
             raise TraceFormatError("missing column", file=shown, column=name)
 
 
+def _optional_present(names: Iterable[str], file: str) -> tuple[str, ...]:
+    have = set(names)
+    return tuple(n for n, _, _ in OPTIONAL[file] if n in have)
+
+
 def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.Table:
-    """Cast a user's table to the spec schema, keeping only spec columns.
+    """Cast a user's table to the spec schema, keeping only spec columns (v1 columns and
+    the v1.1 optional ones that are present).
 
     `file` picks the schema; `shown` is the name errors use (the full path when read).
     """
@@ -95,8 +102,11 @@ def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.T
         raise TypeError(f"{file}: expected a pandas DataFrame or pyarrow Table, got "
                         f"{type(table).__name__}")
     _check_columns(table.column_names, file, shown)
-    cols = [_coerce_column(table.column(n), n, t, nl, shown) for n, t, nl in SCHEMAS[file]]
-    return pa.Table.from_arrays(cols, schema=arrow_schema(file))
+    opt = _optional_present(table.column_names, file)
+    schema = arrow_schema(file, opt)
+    cols = [_coerce_column(table.column(f.name), f.name, f.type, f.nullable, shown)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 # --------------------------------------------------------------------------- manifest
@@ -114,8 +124,12 @@ def _check_manifest(m: Any, file: str) -> dict[str, Any]:
         raise TraceFormatError("manifest must be a JSON object", file=file)
     if m.get("format") != FORMAT:
         raise TraceFormatError(f"format is {m.get('format')!r}, expected 'uvmtrace'", file=file)
-    if m.get("version") != VERSION:
-        raise TraceFormatError(f"unknown version {m.get('version')!r} (this reader knows 1)",
+    v = m.get("version")
+    if type(v) is not int or v != VERSION:  # a JSON true must not pass as 1
+        raise TraceFormatError(f"unknown version {v!r} (this reader knows 1)", file=file)
+    minor = m.get("minor", 0)
+    if type(minor) is not int or not 0 <= minor <= MINOR:
+        raise TraceFormatError(f"unknown minor version {minor!r} (this reader knows 0..{MINOR})",
                                file=file)
     if m.get("page_size", PAGE_SIZE) != PAGE_SIZE:
         raise TraceFormatError(f"page_size {m.get('page_size')!r} unsupported (v1 is 4096)",
@@ -146,7 +160,8 @@ def _codes(values: pd.Series, vocab: Mapping[str, int], file: str, column: str,
 
 def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
            batches: Iterator[pa.RecordBatch], n_rows: int, names: dict[str, str],
-           manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None) -> Trace:
+           manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None,
+           has_slices: bool = False) -> Trace:
     fa, fe, fk, fx = names[ALLOCATIONS], names[EVENTS], names[KERNELS], names[ACCESSES]
     alloc = alloc_t.to_pandas()
     events = events_t.to_pandas()
@@ -193,6 +208,17 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     if neg.any():
         raise TraceFormatError("duration_ns must be >= 0", file=fk, column="duration_ns",
                                row=_first(neg))
+    # v1.1: n_slices is 1..64 where given; 0 stands for "not given" until the rows say
+    # whether the kernel needs it
+    k_nslices = np.zeros(len(kernels), np.int64)
+    if "n_slices" in kernels:
+        ns = kernels["n_slices"]
+        k_nslices = ns.fillna(0).to_numpy(np.int64)
+        bad = ns.notna().to_numpy() & ((k_nslices < 1) | (k_nslices > MAX_SLICES))
+        if bad.any():
+            raise TraceFormatError(f"n_slices {k_nslices[_first(bad)]} out of range "
+                                   f"(1..{MAX_SLICES})", file=fk, column="n_slices",
+                                   row=_first(bad))
 
     # events
     n_ev = len(events)
@@ -255,6 +281,11 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     if big.any():
         raise TraceFormatError("addr/size beyond 2**62 is not supported", file=fe,
                                column="addr", row=_first(big))
+    is_host = op == OP_CODE["host_access"]
+    zero = is_host & (esize == 0)
+    if zero.any():
+        raise TraceFormatError("host_access size must be > 0", file=fe, column="size",
+                               row=_first(zero))
     is_pf = op == OP_CODE["prefetch"]
     is_adv = op == OP_CODE["advise"]
     arg = np.zeros(n_ev, np.int8)
@@ -274,6 +305,14 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             raise TraceFormatError(f"unknown advice {events['arg'].iloc[r]!r}", file=fe,
                                    column="arg", row=r)
         arg[is_adv] = c[is_adv].to_numpy(np.int8)
+    if is_host.any():
+        c = events["arg"].map({a: ARG_CODE[a] for a in HOST_ACCESS_ARGS})
+        bad = is_host & c.isna().to_numpy() & events["arg"].notna().to_numpy()
+        if bad.any():
+            r = _first(bad)
+            raise TraceFormatError(f"host_access arg {events['arg'].iloc[r]!r} is not 'read', "
+                                   "'write' or null", file=fe, column="arg", row=r)
+        arg[is_host] = c[is_host].fillna(0).to_numpy(np.int8)
 
     range_mask = np.zeros(len(OPS), np.bool_)
     for o in RANGE_OPS:
@@ -319,17 +358,23 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     out_page = np.empty(n_rows, np.int32)
     out_flags = np.empty(n_rows, np.uint8)
     out_count = np.empty(n_rows, np.uint32)
+    # v1.1 slices: kept only when the column is there (an empty array means one slice each)
+    out_slices = np.empty(n_rows if has_slices else 0, np.uint64)
+    nslices_by_rank = k_nslices[k_pos] if has_slices else np.zeros(0, np.int64)
+    no_slices = np.zeros(0, np.uint64)
+    columns = SCHEMAS[ACCESSES] + (OPTIONAL[ACCESSES] if has_slices else [])
     done = 0
     for batch in batches:
         cols = {}
-        for n, t, nl in SCHEMAS[ACCESSES]:
+        for n, t, nl in columns:
             cols[n] = _coerce_column(batch.column(n), n, t, nl, fx, done).combine_chunks() \
                 .to_numpy()
         err, r, detail = R.resolve_rows(
             st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
             end, first_page, last_page, page_off, cols["kernel_id"],
             cols["page"].view(np.int64), cols["flags"], cols["count"], cols["order"],
-            drop_out_of_range, out_page, out_flags, out_count)
+            cols["slices"] if has_slices else no_slices, nslices_by_rank,
+            drop_out_of_range, out_page, out_flags, out_count, out_slices)
         if err != R.OK:
             _raise_row_error(err, done + int(r), int(detail), cols, int(r), kernels, kid,
                              k_pos, fx)
@@ -341,6 +386,8 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     pa.default_memory_pool().release_unused()
 
     kernels_by_rank = kernels.iloc[k_pos].reset_index(drop=True)
+    k_nslices_by_rank = np.maximum(k_nslices[k_pos], 1) if has_slices else \
+        np.ones(k_pos.size, np.int64)
     arrays = TraceArrays(
         a_host=host, a_first_page=first_page, a_npages=npages, a_page_off=page_off,
         a_block_off=block_off, a_nblocks=nblocks, page_block=page_block, page_pos=page_pos,
@@ -350,7 +397,9 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=seg_first, seg_last=seg_last,
         k_row_start=k_row_start,
         k_duration_ns=kernels_by_rank["duration_ns"].to_numpy(np.float64, na_value=np.nan),
-        row_page=out_page[:n_out], row_flags=out_flags[:n_out], row_count=out_count[:n_out])
+        row_page=out_page[:n_out], row_flags=out_flags[:n_out], row_count=out_count[:n_out],
+        row_slices=out_slices[:n_out] if has_slices else out_slices,
+        k_nslices=k_nslices_by_rank)
     return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
                  arrays=arrays, peak_blocks=int(peak), dropped_rows=int(st[R.S_DROPPED]),
                  path=path)
@@ -378,6 +427,15 @@ def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
     if err == R.E_DUPLICATE:
         raise TraceFormatError(f"page {detail:#x} appears twice for {kname}", file=fx,
                                column="page", row=row)
+    if err == R.E_SLICES_ZERO:
+        raise TraceFormatError(f"slices is 0 for {kname} (a touched page was touched in some "
+                               "slice)", file=fx, column="slices", row=row)
+    if err == R.E_NO_NSLICES:
+        raise TraceFormatError(f"{kname} has access rows with slices but no n_slices in "
+                               f"{KERNELS}", file=fx, column="slices", row=row)
+    if err == R.E_SLICES_RANGE:
+        raise TraceFormatError(f"slices sets a bit at or above n_slices = {detail} of {kname}",
+                               file=fx, column="slices", row=row)
     if err == R.E_OUT_OF_RANGE:
         raise TraceFormatError(
             f"{kname} touches address {detail << 12:#x} (page {detail:#x}) outside every "
@@ -420,10 +478,12 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     except pa.ArrowException as e:
         raise TraceFormatError(f"not a readable Parquet file ({e})", file=names[ACCESSES])
     _check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
-    cols = [n for n, _, _ in SCHEMAS[ACCESSES]]
+    opt = _optional_present(pf.schema_arrow.names, ACCESSES)
+    cols = [n for n, _, _ in SCHEMAS[ACCESSES]] + list(opt)
     batches = pf.iter_batches(batch_size=batch_rows, columns=cols)
     return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS], batches,
-                  pf.metadata.num_rows, names, manifest, drop_out_of_range, d)
+                  pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
+                  has_slices="slices" in opt)
 
 
 def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: TableLike,
@@ -433,21 +493,33 @@ def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: Tab
     tables = {f: _coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
-    manifest = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE,
-                "source": dict(source or {})}
+    manifest = _manifest(tables, dict(source or {}))
     acc = tables[ACCESSES]
     return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
                   iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-                  {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None)
+                  {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None,
+                  has_slices="slices" in acc.column_names)
+
+
+def _manifest(tables: dict[str, pa.Table], source: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of a trace made of these tables: minor 1 when a v1.1 feature is used,
+    so a v1-only reader refuses it by name rather than misreading it."""
+    m = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE, "source": source}
+    uses_v11 = any(_optional_present(t.column_names, f) for f, t in tables.items()) or \
+        bool(set(tables[EVENTS].column("op").to_pylist()) & V11_OPS)
+    if uses_v11:
+        m["minor"] = MINOR
+    return m
 
 
 def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: TableLike,
                 kernels: TableLike, accesses: TableLike, source: dict[str, Any] | None = None,
                 overwrite: bool = False, validate: bool = True) -> Path:
-    """Write a uvmtrace v1 directory (the one writer generators and the collector share).
+    """Write a uvmtrace directory (the one writer generators and the collector share).
 
-    Tables are pandas DataFrames or Arrow tables with the spec's columns (extra columns are
-    dropped, types cast losslessly). The trace is validated before anything is written and
+    Tables are pandas DataFrames or Arrow tables with the spec's columns (the v1.1 optional
+    columns are kept when present, other extra columns dropped, types cast losslessly); the
+    manifest says minor 1 when a v1.1 column or event is used. The trace is validated before anything is written and
     written to a temporary sibling first, so a failed write never leaves half a trace.
     """
     d = Path(path)
@@ -458,13 +530,13 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
     tables = {f: _coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
-    manifest = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE,
-                "source": _jsonable(dict(source or {}))}
+    manifest = _manifest(tables, _jsonable(dict(source or {})))
     if validate:
         acc = tables[ACCESSES]
         _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
                iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-               {f: f for f in REQUIRED_FILES}, manifest, False, None)
+               {f: f for f in REQUIRED_FILES}, manifest, False, None,
+               has_slices="slices" in acc.column_names)
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=d.name + ".", suffix=".tmp", dir=d.parent))
     try:

@@ -43,6 +43,10 @@ class TraceArrays(NamedTuple):
     row_page: np.ndarray      # int32[n_rows] dense page
     row_flags: np.ndarray     # uint8[n_rows]
     row_count: np.ndarray     # uint32[n_rows]
+    # v1.1 (docs/trace-format.md): bit s of row_slices = the page was touched in slice s of
+    # its kernel; an empty array means the trace has no slices (every row in slice 0)
+    row_slices: np.ndarray    # uint64[n_rows] or uint64[0]
+    k_nslices: np.ndarray     # int64[n_kernels] slices of each kernel's run (1 without)
 
 
 @dataclass
