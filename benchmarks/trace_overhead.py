@@ -1,14 +1,16 @@
 """Collector overhead (GPU machine): ResNet-50 training, plain vs under each pass.
 
-    python3 benchmarks/trace_overhead.py [--batch 32] [--steps 3] [--modes plain,timing,pages]
+    python3 benchmarks/trace_overhead.py [--batch 32] [--steps 3]
+                                         [--modes plain,timing,pages,pages-noslices]
                                          [--json OUT.json] [--lib native_trace/build/libuvmtrace.so]
 
 torchvision ResNet-50 with random weights, batch 32, 3 training iterations
 (native_trace/tests/torch_train.py). For each mode it reports the whole process's wall time
 (Python start, CUDA init, model build, the steps, exit) and the wall time of the training steps
 alone as the script measures it (``train_wall_s``). Traced runs go through `uvmsim.record.record`
-with one pass each; the time to join and write the trace is reported separately. Goal from the
-issue: page pass <= 10x plain.
+with one pass each; the time to join and write the trace is reported separately. Goal: page pass
+<= 10x plain on the training steps (docs/performance.md). Mode ``pages-noslices`` is the page pass with the time slices
+switched off (UVMTRACE_SLICES=0), to show what the slices cost.
 """
 from __future__ import annotations
 
@@ -52,18 +54,21 @@ def run_mode(mode: str, args: list[str], lib: Path, tmp: Path) -> dict:
     out = tmp / f"{mode}.uvmtrace"
     raw = tmp / f"raw_{mode}"
     cmd = ["sh", "-c", "exec " + " ".join(f'"{a}"' for a in args) + ' > "$UVMTRACE_OUT/stdout.txt"']
+    pass_name, env = mode, {}
+    if mode == "pages-noslices":
+        pass_name, env = "pages", {"UVMTRACE_SLICES": "0"}
     t0 = time.perf_counter()
-    st = record(out, cmd, mode, lib=lib, keep_raw=raw, overwrite=True)
+    st = record(out, cmd, pass_name, lib=lib, keep_raw=raw, overwrite=True, extra_env=env)
     total = time.perf_counter() - t0
     if st != 0:
         raise RuntimeError(f"{mode} pass: program exited {st}")
     src = json.loads((out / "manifest.json").read_text())["source"]
-    text = (raw / mode / "stdout.txt").read_text()
+    text = (raw / pass_name / "stdout.txt").read_text()
     size = sum(f.stat().st_size for f in out.iterdir())
-    raw_size = sum(f.stat().st_size for f in (raw / mode).iterdir())
-    return {"process_wall_s": src["pass_wall_s"][mode], "train_wall_s": _train_wall(text),
+    raw_size = sum(f.stat().st_size for f in (raw / pass_name).iterdir())
+    return {"process_wall_s": src["pass_wall_s"][pass_name], "train_wall_s": _train_wall(text),
             "losses": _losses(text), "record_total_s": total,
-            "join_and_write_s": total - src["pass_wall_s"][mode],
+            "join_and_write_s": total - src["pass_wall_s"][pass_name],
             "kernels": src.get("kernels"), "access_rows": src.get("access_rows"),
             "trace_bytes": size, "raw_bytes": raw_size,
             "dropped_accesses_device": src.get("dropped_accesses_device")}
@@ -92,7 +97,7 @@ def main() -> int:
         for mode in a.modes.split(","):
             r = run_mode(mode, args, lib, Path(td))
             res["modes"][mode] = r
-            print(f"{mode:7s} process {r['process_wall_s']:8.2f} s  train steps "
+            print(f"{mode:14s} process {r['process_wall_s']:8.2f} s  train steps "
                   f"{r['train_wall_s'] if r['train_wall_s'] is not None else float('nan'):8.2f} s"
                   + (f"  join+write {r['join_and_write_s']:.1f} s, {r['access_rows']} rows"
                      if mode != "plain" else ""), flush=True)

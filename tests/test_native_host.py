@@ -198,8 +198,8 @@ def _scenario(tmp_path: Path, timing_names=("k1", "k2")):
         {"t": "sync", "scope": "context"},
     ]
     P = BASE >> 12
-    recs = [(P + 2, 5, 2), (P, 1, 1), (P + 999, 1, 1),  # k1: last page is in no allocation
-            (P + 1, 7, 7), (P + 512, 1, 2)]             # k2: second page was freed before it
+    recs = [(P + 2, 5, 2, 1), (P, 1, 1, 1), (P + 999, 1, 1, 1),  # k1: last page is in no allocation
+            (P + 1, 7, 7, 1), (P + 512, 1, 2, 1)]                # k2: second page was freed before it
     timing = [{"t": "kact", "name": n, "grid": "1,1,1", "block": "32,1,1", "corr": i + 1,
                "start": 1000 * (i + 1), "end": 1000 * (i + 1) + 100 + i, "graph": 0,
                "graph_node": 0} for i, n in enumerate(timing_names)]
@@ -248,7 +248,7 @@ def test_truncated_record_file_is_an_error(tmp_path):
     d = tmp_path / "raw"
     _write_raw(d, 1, [{"t": "alloc", "base": BASE, "size": 4096, "kind": "device"},
                       {"t": "kernel", "name": "k", "grid": "1,1,1", "block": "1,1,1",
-                       "stream": 0, "off": 0, "n": 4}], [(BASE >> 12, 1, 1)])
+                       "stream": 0, "off": 0, "n": 4}], [(BASE >> 12, 1, 1, 1)])
     (pages,) = read_raw_pass(d, "pages")
     with pytest.raises(RecordError, match="beyond the file"):
         build_tables(pages, None)
@@ -277,11 +277,13 @@ FAKE = textwrap.dedent('''
                 f.write(json.dumps(x) + "\\n")
     end = [] if mode == "crash" else [{"t": "end"}]
     if p == "pages":
-        w("pages", [{"t": "alloc", "base": base, "size": 8192, "kind": "device", "name": ""},
+        w("pages", [{"t": "alloc", "base": base, "size": 8192, "kind": "managed", "name": ""},
+                    {"t": "host_access", "addr": base + 4096, "size": 4096},
                     {"t": "kernel", "name": "kern", "grid": "1,1,1", "block": "1,1,1",
-                     "stream": 0, "off": 0, "n": 2}] + end)
-        np.array([(base >> 12, 1, 1), ((base >> 12) + 1, 3, 2)],
-                 dtype=[("page", "<u8"), ("count", "<u4"), ("flags", "<u4")]).tofile(
+                     "stream": 0, "off": 0, "n": 2, "n_slices": 3, "slice_ns": 4096}] + end)
+        np.array([(base >> 12, 1, 1, 1), ((base >> 12) + 1, 3, 2, 5)],
+                 dtype=[("page", "<u8"), ("count", "<u4"), ("flags", "<u4"),
+                        ("slices", "<u8")]).tofile(
                      os.path.join(out, f"pages.{pid}.bin"))
     else:
         w("timing", [{"t": "kact", "name": "kern", "grid": "1,1,1", "block": "1,1,1",
@@ -318,7 +320,10 @@ def test_record_returns_program_status_and_writes_trace(fake, tmp_path, code):
     assert k.duration_ns.tolist() == [25]
     a = pq.read_table(out / "accesses.parquet").to_pandas()
     assert a["count"].tolist() == [1, 3] and a["flags"].tolist() == [1, 2]
-    assert tr is not None
+    # uvmtrace v1.1 from the page pass: slices, n_slices and the host access
+    assert a["slices"].tolist() == [1, 5] and k.n_slices.tolist() == [3]
+    assert json.loads((out / "manifest.json").read_text())["minor"] == 1
+    assert tr.events.op.tolist() == ["alloc", "host_access", "kernel"]
 
 
 def test_record_crash_leaves_incomplete_trace(fake, tmp_path):
@@ -370,3 +375,98 @@ def test_cli_parser_roundtrip(fake, tmp_path):
     assert m["passes"] == ["timing"] and "timing pass only" in m["join"]["status"]
     bad = p.parse_args(["-o", str(tmp_path / "bad.trace"), "--lib", str(lib), "--", "true"])
     assert run_from_args(bad) == 2
+
+
+# --------------------------------------------------------------------------- v1.1: slices, host accesses
+def _v11_raw(tmp_path: Path, *, slices=(0b1, 0b101, 0b11), n_slices=(3, 2), end_lines=()):
+    """A page pass with two managed allocations, host accesses and two kernels with slices."""
+    B2 = BASE + 0x400000
+    lines = [
+        {"t": "meta", "pass": "pages", "rec_bytes": REC_DTYPE.itemsize, "slices": True},
+        {"t": "alloc", "base": BASE, "size": 8 * 4096, "kind": "managed", "name": ""},
+        {"t": "alloc", "base": B2, "size": 4 * 4096, "kind": "managed", "name": ""},
+        {"t": "host_access", "addr": BASE, "size": 2 * 4096},
+        {"t": "host_access", "addr": B2 + 4096, "size": 16 * 4096},  # past B2's end: clipped
+        {"t": "host_access", "addr": BASE + 0x100000, "size": 4096},  # in no allocation
+        {"t": "kernel", "name": "k1", "grid": "1,1,1", "block": "32,1,1", "stream": 0,
+         "off": 0, "n": 2, "n_slices": n_slices[0], "slice_ns": 2048},
+        {"t": "host_access", "addr": BASE + 4096, "size": 4096},
+        {"t": "kernel", "name": "k2", "grid": "1,1,1", "block": "32,1,1", "stream": 0,
+         "off": 2 * REC_DTYPE.itemsize, "n": 1, "n_slices": n_slices[1], "slice_ns": 1024},
+        *end_lines,
+    ]
+    P = BASE >> 12
+    recs = [(P + 1, 4, 1, slices[0]), (P, 2, 2, slices[1]), (P + 1, 1, 1, slices[2])]
+    d = tmp_path / "raw"
+    _write_raw(d, 99, lines, recs)
+    (pages,) = read_raw_pass(d, "pages")
+    return pages
+
+
+def test_slices_and_host_accesses_join(tmp_path):
+    from uvmsim import write_trace
+    tables, stats = build_tables(_v11_raw(tmp_path), None)
+    acc, k, ev = tables["accesses"], tables["kernels"], tables["events"]
+    assert acc["slices"].dtype == np.uint64
+    assert acc["slices"].tolist() == [0b1, 0b101, 0b11]
+    assert acc["order"].tolist() == [0, 1, 0]  # first-touch rank, unchanged by slices
+    assert k["n_slices"].tolist() == [3, 2] and k["slice_ns"].tolist() == [2048, 1024]
+    assert ev.op.tolist() == ["alloc", "alloc", "host_access", "host_access", "kernel",
+                              "host_access", "kernel"]
+    ha = ev[ev.op == "host_access"]
+    B2 = BASE + 0x400000
+    assert [(int(a), int(s)) for a, s in zip(ha.addr, ha["size"])] == [
+        (BASE, 8192), (B2 + 4096, 3 * 4096), (BASE + 4096, 4096)]
+    assert ha.arg.isna().all() and ha.kernel_id.isna().all() and ha.alloc_id.isna().all()
+    assert stats["skipped"] == {"host access outside live allocations": 1}
+    assert stats["slices"] is True
+    assert stats["host_access_events"] == 3 and stats["host_access_pages"] == 6
+    # the writer keeps the v1.1 columns and marks the manifest; the reader takes them back
+    out = tmp_path / "v11.uvmtrace"
+    write_trace(out, allocations=tables["allocations"], events=tables["events"],
+                kernels=tables["kernels"], accesses=tables["accesses"], source={})
+    assert json.loads((out / "manifest.json").read_text())["minor"] == 1
+    tr = load_trace(out)
+    assert tr.arrays.row_slices.tolist() == [0b1, 0b101, 0b11]
+    assert tr.arrays.k_nslices.tolist() == [3, 2]
+    assert (tr.events.op == "host_access").sum() == 3
+
+
+@pytest.mark.parametrize("slices,n_slices,what", [
+    ((0b1, 0, 0b1), (3, 2), "slices 0x0"),        # a touched page in no slice
+    ((0b1, 0b1000, 0b1), (3, 2), "slices 0x8"),   # bit 3 of a 3-slice kernel
+    ((0b1, 0b1, 0b1), (65, 2), "n_slices 65"),
+])
+def test_bad_slices_are_an_error_naming_the_kernel(tmp_path, slices, n_slices, what):
+    pages = _v11_raw(tmp_path, slices=slices, n_slices=n_slices)
+    with pytest.raises(RecordError, match=f"kernel 0 \\(k1\\).*{what}"):
+        build_tables(pages, None)
+
+
+def test_raw_without_slices_gives_a_v1_trace(tmp_path):
+    from uvmsim import write_trace
+    d = _scenario(tmp_path)
+    (pages,) = read_raw_pass(d, "pages")
+    tables, stats = build_tables(pages, None)
+    assert "slices" not in tables["accesses"] and "n_slices" not in tables["kernels"]
+    assert stats["slices"] is False and stats["host_access_events"] == 0
+    out = tmp_path / "v1.uvmtrace"
+    write_trace(out, allocations=tables["allocations"], events=tables["events"],
+                kernels=tables["kernels"], accesses=tables["accesses"], source={})
+    assert "minor" not in json.loads((out / "manifest.json").read_text())
+
+
+def test_kernel_lines_mixing_slices_and_none_are_an_error(tmp_path):
+    pages = _v11_raw(tmp_path)
+    for r in pages.lines:
+        if r.get("name") == "k2":
+            del r["n_slices"]
+    with pytest.raises(RecordError, match="1 of 2 kernel lines give no n_slices"):
+        build_tables(pages, None)
+
+
+def test_record_size_from_another_library_version_is_an_error(tmp_path):
+    pages = _v11_raw(tmp_path)
+    pages.lines[0]["rec_bytes"] = 16  # the v1 collector's records
+    with pytest.raises(RecordError, match="records of 16 bytes, this reader expects 24"):
+        build_tables(pages, None)

@@ -1,4 +1,4 @@
-"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.
+"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.1.
 
     uvmsim record -o OUT.uvmtrace [--pass pages|timing|both] -- CMD ARGS...
 
@@ -6,8 +6,10 @@ The collector (native_trace/, libuvmtrace.so) is injected with CUDA_INJECTION64_
 in one of two passes, because CUPTI and the Compute Sanitizer API cannot share a process:
 
 * pages  - Compute Sanitizer patches every global memory access; per kernel, the 4 KiB pages it
-           read / wrote / touched atomically, with counts and first-touch order; plus
-           allocations, frees, copies, memsets, prefetches, advice and synchronizations.
+           read / wrote / touched atomically, with counts, first-touch order and the time
+           slices of the kernel's run in which each was touched; plus allocations, frees,
+           copies, memsets, prefetches, advice, synchronizations and the ranges of managed
+           memory the CPU touched between GPU operations (host accesses).
 * timing - CUPTI activity records: every kernel's uninstrumented duration.
 
 This module runs the passes, reads their raw files (``<pass>.<pid>.jsonl`` lines and, for the
@@ -47,8 +49,9 @@ NATIVE_DIR = REPO_ROOT / "native_trace"
 DEFAULT_BUILD_DIR = NATIVE_DIR / "build"
 LIB_NAME = "libuvmtrace.so"
 
-#: one touched page of one kernel, as the page pass writes it (native_trace/src/uvmt_layout.h)
-REC_DTYPE = np.dtype([("page", "<u8"), ("count", "<u4"), ("flags", "<u4")])
+#: one touched page of one kernel, as the page pass writes it (native_trace/src/uvmt_layout.h);
+#: `slices` is the mask of time slices, already folded to the kernel's width
+REC_DTYPE = np.dtype([("page", "<u8"), ("count", "<u4"), ("flags", "<u4"), ("slices", "<u8")])
 
 _ADVICE_OK = frozenset({"set_preferred_location_gpu", "set_preferred_location_cpu",
                         "set_accessed_by_gpu", "set_read_mostly", "unset_preferred_location_gpu",
@@ -337,6 +340,11 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
     else:
         stats["join"] = {"status": "page pass only: no durations"}
 
+    for meta in pages.of("meta"):
+        if meta.get("rec_bytes", REC_DTYPE.itemsize) != REC_DTYPE.itemsize:
+            raise RecordError(f"{pages.bin_path}: records of {meta['rec_bytes']} bytes, this "
+                              f"reader expects {REC_DTYPE.itemsize} (library and uvmsim of "
+                              "different versions? rebuild native_trace)")
     recs = np.empty(0, REC_DTYPE)
     if pages.bin_path is not None and pages.bin_path.stat().st_size:
         recs = np.memmap(pages.bin_path, dtype=REC_DTYPE, mode="r")
@@ -354,6 +362,8 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
     skipped: Counter = stats["skipped"]
     no_pages: Counter = Counter()  # kernels that touched no global page (or whose accesses
     merged_nodes = 0               # the patch cannot see, e.g. TMA tensor copies)
+    with_slices = 0                # kernels whose line gives n_slices (page pass with slices)
+    host_pages = 0
     ki = 0
     for r in pages.lines:
         t = r.get("t")
@@ -384,7 +394,10 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
             tr = kact[j] if j >= 0 else None
             kernels.append({"kernel_id": kid, "name": r["name"],
                             "duration_ns": (tr["end"] - tr["start"]) if tr else None,
-                            "grid": r.get("grid"), "block": r.get("block")})
+                            "grid": r.get("grid"), "block": r.get("block"),
+                            "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns")})
+            if r.get("n_slices") is not None:
+                with_slices += 1
             events.append({"op": "kernel", "kernel_id": kid, "stream": r.get("stream"),
                            "t_start_ns": tr["start"] if tr else None,
                            "t_end_ns": tr["end"] if tr else None})
@@ -413,11 +426,15 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
                     out_of_range_kernels.append(f"kernel {kid} {r['name']}: {bad} pages")
             order = np.arange(n, dtype=np.uint32)
             flags = (block["flags"] & 7).astype(np.uint8)
+            sl = block["slices"].astype(np.uint64)
+            if r.get("n_slices") is not None:
+                _check_slices(sl, int(r["n_slices"]), kid, r["name"], pages.bin_path)
             acc_parts.append(pd.DataFrame({
                 "kernel_id": np.full(int(ok.sum()), kid, np.uint32), "page": page[ok],
                 "flags": flags[ok], "count": block["count"][ok].astype(np.uint32),
                 # ranks stay dense after dropping rows: order within the kept pages
-                "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order}))
+                "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order,
+                "slices": sl[ok]}))
         elif t == "memcpy":
             d = r.get("dir")
             src, dst = int(r["src"]), int(r["dst"])
@@ -449,6 +466,17 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
                            "arg": r["advice"]})
         elif t == "sync":
             events.append({"op": "sync", "stream": r.get("stream")})
+        elif t == "host_access":
+            addr, size = int(r["addr"]), int(r["size"])
+            i = live.find(addr)
+            if size <= 0 or i < 0:
+                skipped["host access outside live allocations"] += 1
+                continue
+            size = min(addr + size, live.ends[i]) - addr
+            host_pages += (((addr + size - 1) >> 12) - (addr >> 12)) + 1
+            events.append({"op": "host_access", "addr": addr, "size": size, "arg": None})
+        elif t == "host_scan_error":
+            kernel_errors.append(f"host accesses: {r.get('error')}")
         elif t == "module_error":
             kernel_errors.append(f"module patching: {r.get('errors')}")
 
@@ -459,6 +487,10 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
             "kind": [x[3] for x in allocs], "name": [x[4] for x in allocs]})
     if events:
         tables["events"] = _events_frame(events)
+    slices = with_slices > 0
+    if with_slices and with_slices != len(kernels):
+        raise RecordError(f"{pages.bin_path}: {len(kernels) - with_slices} of {len(kernels)} "
+                          "kernel lines give no n_slices (raw files of two collector versions?)")
     if kernels:
         k = pd.DataFrame(kernels)
         k["kernel_id"] = k["kernel_id"].astype(np.uint32)
@@ -466,6 +498,16 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
         tables["kernels"] = k
     if acc_parts:
         tables["accesses"] = pd.concat(acc_parts, ignore_index=True)
+    if slices:  # uvmtrace v1.1 time slices (docs/trace-format.md)
+        k = tables["kernels"]
+        k["n_slices"] = pd.array(k["n_slices"].tolist(), dtype="UInt8")
+        k["slice_ns"] = pd.array(k["slice_ns"].tolist(), dtype="Int64")
+        if "slices" not in tables["accesses"]:
+            tables["accesses"]["slices"] = pd.Series(dtype="uint64")
+    else:
+        tables["kernels"] = tables["kernels"].drop(columns=["n_slices", "slice_ns"],
+                                                   errors="ignore")
+        tables["accesses"] = tables["accesses"].drop(columns=["slices"], errors="ignore")
 
     stats.update({
         "kernels": len(kernels), "allocations": len(allocs), "events": len(events),
@@ -478,9 +520,26 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
         "kernels_without_pages": int(sum(no_pages.values())),
         "kernels_without_pages_by_name": dict(no_pages.most_common(20)),
         "graph_kernels_with_merged_pages": merged_nodes,
+        "slices": slices,
+        "host_access_events": sum(1 for e in events if e["op"] == "host_access"),
+        "host_access_pages": host_pages,
     })
     stats["skipped"] = dict(skipped)
     return tables, stats
+
+
+def _check_slices(sl: np.ndarray, n_slices: int, kid: int, name: str, path: Path | None) -> None:
+    """The page pass promises masks that are non-zero and below its n_slices (1..64)."""
+    if not 1 <= n_slices <= 64:
+        raise RecordError(f"{path}: kernel {kid} ({name}) has n_slices {n_slices} (not 1..64)")
+    if sl.size == 0:
+        return
+    high = sl >> np.uint64(n_slices) if n_slices < 64 else np.zeros_like(sl)
+    bad = (sl == 0) | (high != 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise RecordError(f"{path}: kernel {kid} ({name}) record {i} has slices {int(sl[i]):#x}, "
+                          f"not a non-zero mask of its {n_slices} slices")
 
 
 # --------------------------------------------------------------------------- library

@@ -6,6 +6,9 @@
 // per (warp, page) reaches memory. Each page covered by a live allocation owns a fixed slot
 // (slot_of); the first warp to touch it claims a record whose index is the page's first-touch
 // rank, so the host reads back exactly n_touched records: work proportional to pages touched.
+// Each record also collects the time slices of the launch in which its page was touched
+// (%globaltimer; see uvmt_layout.h), updated by compare-and-swap only when a new slice or a
+// wider slice width appears.
 #include <sanitizer_patching.h>
 #include "../src/uvmt_layout.h"
 
@@ -36,9 +39,67 @@ static __device__ __forceinline__ unsigned* find_slot(uvmt_state* s, unsigned lo
   return nullptr;
 }
 
+static __device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Folds a mask from slices of 2^from ns to slices of 2^to ns (to >= from): each step ORs
+// adjacent bit pairs into one bit (bits 2i, 2i+1 -> bit i).
+static __device__ __forceinline__ unsigned long long fold_mask(unsigned long long m, unsigned from, unsigned to) {
+  for (; from < to && m > 1ull; ++from) {
+    m = (m | (m >> 1)) & 0x5555555555555555ull;
+    m = (m | (m >> 1)) & 0x3333333333333333ull;
+    m = (m | (m >> 2)) & 0x0F0F0F0F0F0F0F0Full;
+    m = (m | (m >> 4)) & 0x00FF00FF00FF00FFull;
+    m = (m | (m >> 8)) & 0x0000FFFF0000FFFFull;
+    m = (m | (m >> 16)) & 0x00000000FFFFFFFFull;
+  }
+  return m;
+}
+
+// The packed slice word of an access now: (shift << 56) | bit of its slice. Grows the
+// launch's shift when the access falls past the last slice of the current width.
+static __device__ __forceinline__ unsigned long long slice_word(uvmt_state* s) {
+  if (!s->slices_on) return 1ull;  // shift 0, slice 0
+  unsigned long long now = global_ns();
+  unsigned long long t0 = *(volatile unsigned long long*)&s->t0;
+  if (t0 == 0ull) {
+    unsigned long long prev = atomicCAS(&s->t0, 0ull, now);
+    t0 = prev == 0ull ? now : prev;
+  }
+  unsigned long long dt = now > t0 ? now - t0 : 0ull;  // a warp that read the clock before t0 was set
+  unsigned shift = *(volatile unsigned*)&s->shift;
+  if ((dt >> shift) >= UVMT_MASK_BITS) {
+    unsigned need = shift;
+    while ((dt >> need) >= UVMT_MASK_BITS) ++need;
+    shift = max(atomicMax(&s->shift, need), need);
+  }
+  return ((unsigned long long)shift << UVMT_MASK_BITS) | (1ull << (dt >> shift));
+}
+
+// Merges an access's slice word into a record's: both at the larger of their shifts.
+// Most accesses find their bit already set at the current shift and only read.
+static __device__ __forceinline__ void add_slice(unsigned long long* w, unsigned long long mine) {
+  unsigned long long old = *(volatile unsigned long long*)w;
+  for (;;) {
+    unsigned os = (unsigned)(old >> UVMT_MASK_BITS), ms = (unsigned)(mine >> UVMT_MASK_BITS);
+    unsigned long long om = old & UVMT_MASK, mm = mine & UVMT_MASK;
+    unsigned ts = max(os, ms);
+    unsigned long long nm = fold_mask(om, os, ts) | fold_mask(mm, ms, ts);
+    unsigned long long nw = ((unsigned long long)ts << UVMT_MASK_BITS) | nm;
+    if (nw == old) return;
+    unsigned long long prev = atomicCAS(w, old, nw);
+    if (prev == old) return;
+    old = prev;
+  }
+}
+
 static __device__ void record(uvmt_state* s, unsigned long long page, unsigned n, unsigned flags) {
   unsigned* slot = find_slot(s, page);
   if (slot == nullptr) { atomicAdd(&s->dropped, (unsigned long long)n); return; }
+  unsigned long long sw = slice_word(s);
   unsigned v = *(volatile unsigned*)slot;
   if (v == UVMT_SLOT_EMPTY) {
     unsigned prev = atomicCAS(slot, UVMT_SLOT_EMPTY, UVMT_SLOT_CLAIM);
@@ -52,6 +113,7 @@ static __device__ void record(uvmt_state* s, unsigned long long page, unsigned n
       s->recs[t].page = page;
       s->recs[t].count = n;
       s->recs[t].flags = flags;
+      s->recs[t].slices = sw;
       __threadfence();  // the record must be visible before the slot says it exists
       atomicExch(slot, t + 1u);
       return;
@@ -61,8 +123,10 @@ static __device__ void record(uvmt_state* s, unsigned long long page, unsigned n
   while (v == UVMT_SLOT_CLAIM) v = *(volatile unsigned*)slot;  // the claimer is another warp or lane
   if (v == UVMT_SLOT_FULL) { atomicAdd(&s->dropped, (unsigned long long)n); return; }
   __threadfence();
-  atomicAdd(&s->recs[v - 1u].count, n);
-  atomicOr(&s->recs[v - 1u].flags, flags);
+  uvmt_rec* r = &s->recs[v - 1u];
+  atomicAdd(&r->count, n);
+  if ((*(volatile unsigned*)&r->flags & flags) != flags) atomicOr(&r->flags, flags);
+  add_slice(&r->slices, sw);
 }
 
 // Per-thread access: merge lanes that touch the same page the same way.

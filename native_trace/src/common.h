@@ -52,4 +52,29 @@ int pages_pass_init();
 int timing_pass_init();
 bool pages_pass_available();
 
+// The balloon of a real oversubscribed run (balloon.cpp). balloon_init reads its settings
+// from the environment and returns whether a balloon is configured; `on_timeout` runs on the
+// watchdog thread when UVMTRACE_DEADLINE_S passes, then the process exits with 124.
+bool balloon_init(void (*on_timeout)());
+void balloon_before_gpu_use();   // makes the balloon once a context is current (idempotent)
+std::string balloon_end_fields();  // ",\"balloon_made\":..." for the end line
+
+// One unified-memory counter record as the timing pass writes it to timing.<pid>.bin
+// (uvmsim.groundtruth.UM_DTYPE).
+struct UmRecord {
+  uint32_t counter;  // CUpti_ActivityUnifiedMemoryCounterKind
+  uint32_t flags;    // migration cause / access type, as CUPTI defines it per counter
+  uint64_t value;
+  uint64_t start;
+  uint64_t end;
+  uint64_t address;
+  uint32_t src;
+  uint32_t dst;
+};
+static_assert(sizeof(UmRecord) == 48, "UmRecord layout is read by Python");
+
 }  // namespace uvmt
+
+// Balloon size for `free_bytes` free, leaving `free_target` free (rounded down to 2 MiB, never
+// above free); returns 1, with *balloon = 0, when `footprint` exceeds `free_bytes` (refused).
+extern "C" __attribute__((visibility("default"))) int uvmt_balloon_plan(uint64_t free_bytes, uint64_t footprint, uint64_t free_target, uint64_t* balloon);

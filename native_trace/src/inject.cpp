@@ -30,7 +30,8 @@ int init_once(const char* how) {
     if (!uvmt::writer().open(out, "pages", true)) uvmt::fatal("cannot create raw files under %s", out);
     rc = uvmt::pages_pass_init();
   } else if (strcmp(pass, "timing") == 0) {
-    if (!uvmt::writer().open(out, "timing", false)) uvmt::fatal("cannot create raw files under %s", out);
+    // counter records go to a binary file when asked (UVMTRACE_UM_BINARY, timing_pass.cpp)
+    if (!uvmt::writer().open(out, "timing", uvmt::env_flag("UVMTRACE_UM_BINARY", false))) uvmt::fatal("cannot create raw files under %s", out);
     rc = uvmt::timing_pass_init();
   } else {
     uvmt::fatal("UVMTRACE_PASS=%s: expected 'pages' or 'timing'", pass);

@@ -3,11 +3,21 @@
 // each launch its own device state, waits for the launch and reads back the pages it touched.
 //
 // Raw output (see record.py for the reader): pages.<pid>.jsonl, one event per line in program
-// order, and pages.<pid>.bin, the uvmt_rec records of each kernel (offset and count in its line).
+// order, and pages.<pid>.bin, the uvmt_rec records of each kernel (offset and count in its line;
+// `slices` holds the mask folded to the kernel's final slice width, given in the line).
+//
+// Host accesses: before each GPU operation (launch, graph launch, copy, memset, prefetch) the
+// pass reads /proc/self/pagemap over the live managed allocations. A managed page is mapped in
+// the CPU page table only while its data is on the host side: the UVM driver unmaps it when
+// the GPU takes it. So a page mapped now that was not mapped after the previous GPU operation
+// (or that a GPU operation since then touched) was touched by the CPU in between; such pages
+// are written as `host_access` lines, coalesced into ranges, before the operation's own line.
 #include <sanitizer.h>
 #include <generated_cuda_meta.h>  // parameter structs of driver API calls
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -31,6 +41,9 @@ namespace {
 struct Alloc {
   uint64_t size;
   std::string kind;
+  // managed only: pages mapped on the CPU as of the last scan, minus pages a GPU operation
+  // has touched since (which the driver unmaps when the GPU takes them)
+  std::vector<uint64_t> cpu_mapped;
 };
 
 struct Slot {
@@ -89,6 +102,11 @@ uint64_t g_dropped_total = 0, g_unknown_total = 0, g_skipped_capture = 0, g_setd
 uint64_t g_launch_cb_in_graph = 0, g_graph_sync_fallbacks = 0;
 uint32_t g_ucap = 1u << 16;
 uint64_t g_rec_cap_limit = 0;  // 0: no limit beyond the live pages
+bool g_slices_on = true;          // UVMTRACE_SLICES=0 records one slice per kernel
+bool g_host_on = true;            // UVMTRACE_HOST_ACCESS=0 skips the pagemap scans
+int g_pagemap_fd = -1;
+uint64_t g_managed_live = 0, g_host_scans = 0, g_host_scan_ns = 0, g_host_pages = 0, g_host_ranges = 0;
+std::string g_host_error;
 std::map<std::pair<uint64_t, uint64_t>, std::string> g_pref_loc;  // last preferred location set
 GraphLaunch g_graph;
 thread_local int t_in_tool = 0;  // >0 while this library itself calls into CUDA
@@ -117,7 +135,14 @@ std::string dims(const uint32_t d[3]) {
 
 void add_alloc(uint64_t base, uint64_t size, const std::string& kind, const std::string& name, uint32_t flags) {
   if (size == 0) return;
-  g_live[base] = Alloc{size, kind};
+  auto old = g_live.find(base);
+  if (old != g_live.end() && old->second.kind == "managed") --g_managed_live;
+  Alloc a{size, kind, {}};
+  if (kind == "managed") {
+    a.cpu_mapped.assign((((base + size - 1) >> 12) - (base >> 12) + 1 + 63) / 64, 0);
+    ++g_managed_live;
+  }
+  g_live[base] = std::move(a);
   ++g_live_gen;
   writer().line("{\"t\":\"alloc\",\"base\":" + std::to_string(base) + ",\"size\":" + std::to_string(size) +
                 ",\"kind\":" + json_str(kind) + ",\"name\":" + json_str(name) + ",\"flags\":" + std::to_string(flags) + "}");
@@ -129,9 +154,115 @@ void free_alloc(uint64_t base, const char* how) {
     ++g_unknown_frees;  // e.g. cudaFree(nullptr) or memory allocated before tracing began
     return;
   }
+  if (it->second.kind == "managed") --g_managed_live;
   g_live.erase(it);
   ++g_live_gen;
   writer().line("{\"t\":\"free\",\"base\":" + std::to_string(base) + ",\"how\":\"" + how + "\"}");
+}
+
+// ---- host accesses ---------------------------------------------------------------------
+
+// Emits the pages of `a` (page index i = page (base >> 12) + i) set in `bits` as ranges.
+void emit_ranges(uint64_t base, const Alloc& a, const std::vector<uint64_t>& bits) {
+  uint64_t first = base >> 12, n = bits.size() * 64, end_addr = base + a.size;
+  for (uint64_t i = 0; i < n;) {
+    uint64_t w = bits[i / 64] >> (i % 64);
+    if (w == 0) { i = (i / 64 + 1) * 64; continue; }
+    i += (uint64_t)__builtin_ctzll(w);
+    uint64_t j = i;
+    while (j < n && (bits[j / 64] >> (j % 64)) & 1ull) ++j;
+    uint64_t lo = std::max((first + i) << 12, base), hi = std::min((first + j) << 12, end_addr);
+    if (hi > lo) {
+      writer().line("{\"t\":\"host_access\",\"addr\":" + std::to_string(lo) + ",\"size\":" + std::to_string(hi - lo) + "}");
+      ++g_host_ranges;
+      g_host_pages += j - i;
+    }
+    i = j;
+  }
+}
+
+// Reads the CPU page table over every live managed allocation and writes the pages mapped
+// now that were not mapped at the last scan (and not touched by the GPU since) as host
+// accesses. Called before each GPU operation; nothing to do without managed memory.
+void scan_host() {
+  if (!g_host_on || g_managed_live == 0) return;
+  if (g_pagemap_fd < 0) {
+    if (!g_host_error.empty()) return;
+    g_pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (g_pagemap_fd < 0) {
+      g_host_error = std::string("open /proc/self/pagemap: ") + strerror(errno);
+      writer().line("{\"t\":\"host_scan_error\",\"error\":" + json_str(g_host_error) + "}");
+      return;
+    }
+  }
+  uint64_t t0 = now_ns();
+  static std::vector<uint64_t> ent(1u << 16);  // one pagemap entry per page
+  std::vector<uint64_t> now;
+  for (auto& kv : g_live) {
+    Alloc& a = kv.second;
+    if (a.kind != "managed") continue;
+    uint64_t first = kv.first >> 12;
+    uint64_t last = (kv.first + a.size - 1) >> 12;
+    now.assign(a.cpu_mapped.size(), 0);
+    bool any_new = false;
+    for (uint64_t p = first; p <= last;) {
+      uint64_t n = std::min<uint64_t>(ent.size(), last + 1 - p);
+      ssize_t got = pread(g_pagemap_fd, ent.data(), n * 8, (off_t)(p * 8));
+      if (got != (ssize_t)(n * 8)) {
+        g_host_error = std::string("read /proc/self/pagemap: ") + (got < 0 ? strerror(errno) : "short read");
+        writer().line("{\"t\":\"host_scan_error\",\"error\":" + json_str(g_host_error) + "}");
+        ::close(g_pagemap_fd);
+        g_pagemap_fd = -1;
+        g_host_on = false;
+        return;
+      }
+      for (uint64_t k = 0; k < n; ++k)
+        if (ent[k] >> 63) {  // bit 63: present in RAM
+          uint64_t i = p - first + k;
+          now[i / 64] |= 1ull << (i % 64);
+        }
+      p += n;
+    }
+    std::vector<uint64_t> fresh(now.size());
+    for (size_t w = 0; w < now.size(); ++w) {
+      fresh[w] = now[w] & ~a.cpu_mapped[w];
+      any_new |= fresh[w] != 0;
+    }
+    if (any_new) emit_ranges(kv.first, a, fresh);
+    a.cpu_mapped.swap(now);
+  }
+  ++g_host_scans;
+  g_host_scan_ns += now_ns() - t0;
+}
+
+// A GPU operation touched [addr, addr + bytes): those managed pages are no longer mapped on
+// the CPU (the driver unmaps a page the GPU takes). Should the driver have left one mapped,
+// the next scan reports it as a host access, which matches where its data then is.
+void gpu_took_range(uint64_t addr, uint64_t bytes) {
+  if (g_managed_live == 0 || bytes == 0) return;
+  uint64_t end = addr + bytes;
+  auto it = g_live.upper_bound(addr);
+  if (it != g_live.begin()) --it;
+  for (; it != g_live.end() && it->first < end; ++it) {
+    Alloc& a = it->second;
+    if (a.kind != "managed" || it->first + a.size <= addr) continue;
+    uint64_t first = it->first >> 12;
+    uint64_t lo = std::max(addr, it->first) >> 12, hi = (std::min(end, it->first + a.size) - 1) >> 12;
+    for (uint64_t p = lo; p <= hi; ++p) a.cpu_mapped[(p - first) / 64] &= ~(1ull << ((p - first) % 64));
+  }
+}
+
+void gpu_took_pages(const std::vector<uvmt_rec>& recs) {
+  if (g_managed_live == 0) return;
+  for (const uvmt_rec& r : recs) {
+    auto it = g_live.upper_bound(r.page << 12 | 0xFFF);
+    if (it == g_live.begin()) continue;
+    --it;
+    Alloc& a = it->second;
+    uint64_t first = it->first >> 12;
+    if (a.kind != "managed" || r.page > ((it->first + a.size - 1) >> 12)) continue;
+    a.cpu_mapped[(r.page - first) / 64] &= ~(1ull << ((r.page - first) % 64));
+  }
 }
 
 void rebuild_table(CUcontext cctx, Ctx& c, Sanitizer_StreamHandle hs) {
@@ -209,6 +340,8 @@ uvmt_state* prepare_slot(CUcontext cctx, Ctx& c, size_t k, Sanitizer_StreamHandl
   s.host.ukeys = s.d_ukeys;
   s.host.uslot = s.d_uslot;
   s.host.umask = g_ucap - 1;
+  s.host.shift = UVMT_SHIFT0;
+  s.host.slices_on = g_slices_on ? 1u : 0u;
   check(sanitizerMemcpyHostToDeviceAsync(s.d_state, &s.host, sizeof(uvmt_state), hs), "upload of launch state");
   return s.d_state;
 }
@@ -244,9 +377,26 @@ std::string read_slot(Ctx& c, const Pending& p, Sanitizer_StreamHandle hs, Sanit
   if (hdr.n_unknown) s.unknown_dirty = true;
   g_dropped_total += dropped;
   g_unknown_total += hdr.n_unknown;
+  // Slices: fold every record's mask to the launch's final width; the run spans slices
+  // 0 .. the highest one any page was touched in.
+  unsigned shift = hdr.shift;
+  for (const uvmt_rec& rc : recs) shift = std::max(shift, (unsigned)(rc.slices >> UVMT_MASK_BITS));
+  uint64_t all = 0;
+  for (uvmt_rec& rc : recs) {
+    unsigned from = (unsigned)(rc.slices >> UVMT_MASK_BITS);
+    uint64_t m = rc.slices & UVMT_MASK, f = 0;
+    for (unsigned b = 0; b < UVMT_MASK_BITS; ++b)
+      if (m >> b & 1ull) f |= 1ull << (b >> (shift - from));
+    rc.slices = f ? f : 1ull;  // a record with no slice cannot exist; keep the format's rule
+    all |= rc.slices;
+  }
+  gpu_took_pages(recs);
   uint64_t off = writer().append_bin(recs.data(), n * sizeof(uvmt_rec));
+  std::string sl;
+  if (g_slices_on)
+    sl = ",\"n_slices\":" + std::to_string(all ? 64 - __builtin_clzll(all) : 1) + ",\"slice_ns\":" + std::to_string(1ull << shift);
   return head + ",\"off\":" + std::to_string(off) + ",\"n\":" + std::to_string(n) + ",\"unknown\":" + std::to_string(hdr.n_unknown) +
-         ",\"dropped\":" + std::to_string(dropped) + "}";
+         ",\"dropped\":" + std::to_string(dropped) + sl + "}";
 }
 
 bool is_capturing(CUstream st) {
@@ -324,6 +474,7 @@ void on_launch(Sanitizer_CallbackId cbid, const Sanitizer_LaunchData* l) {
       t_pending.back().slot = ~(size_t)0;
       return;
     }
+    scan_host();
     Ctx& c = g_ctx[l->context];
     uvmt_state* st = prepare_slot(l->context, c, 0, l->hStream);
     Pending p = make_pending(l, 0, -1);
@@ -339,6 +490,16 @@ void on_launch(Sanitizer_CallbackId cbid, const Sanitizer_LaunchData* l) {
   }
 }
 
+uint64_t memcpy_bytes(const Sanitizer_MemcpyData* m) {
+  uint64_t size = m->size;
+  if (size == 0) size = m->width * std::max<uint64_t>(m->height, 1) * std::max<uint64_t>(m->depth, 1);
+  return size;
+}
+
+uint64_t memset_bytes(const Sanitizer_MemsetData* m) {
+  return m->width * std::max<uint32_t>(m->elementSize, 1) * std::max<uint64_t>(m->height, 1);
+}
+
 std::string memcpy_line(const Sanitizer_MemcpyData* m) {
   const char* dir = "unknown";
   switch (m->direction) {
@@ -348,8 +509,7 @@ std::string memcpy_line(const Sanitizer_MemcpyData* m) {
     case SANITIZER_MEMCPY_DIRECTION_DEVICE_TO_DEVICE: dir = "dtod"; break;
     default: break;
   }
-  uint64_t size = m->size;
-  if (size == 0) size = m->width * std::max<uint64_t>(m->height, 1) * std::max<uint64_t>(m->depth, 1);
+  uint64_t size = memcpy_bytes(m);
   return "{\"t\":\"memcpy\",\"dir\":\"" + std::string(dir) + "\",\"src\":" + std::to_string(m->srcAddress) +
          ",\"dst\":" + std::to_string(m->dstAddress) + ",\"size\":" + std::to_string(size) +
          ",\"stream\":" + std::to_string(stream_id(m->apiStream ? m->apiStream : m->dstStream)) +
@@ -357,7 +517,7 @@ std::string memcpy_line(const Sanitizer_MemcpyData* m) {
 }
 
 std::string memset_line(const Sanitizer_MemsetData* m) {
-  uint64_t size = m->width * std::max<uint32_t>(m->elementSize, 1) * std::max<uint64_t>(m->height, 1);
+  uint64_t size = memset_bytes(m);
   return "{\"t\":\"memset\",\"addr\":" + std::to_string(m->address) + ",\"size\":" + std::to_string(size) +
          ",\"stream\":" + std::to_string(stream_id(m->stream)) + ",\"async\":" + std::to_string(m->isAsync) + "}";
 }
@@ -366,6 +526,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* data) {
   if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
     auto* g = (const Sanitizer_GraphLaunchData*)data;
     if (g->isGraphUpload) return;
+    scan_host();
     g_graph = GraphLaunch{};
     g_graph.active = true;
     g_graph.index = g_graph_launches++;
@@ -550,9 +711,17 @@ void advise_line(uint64_t addr, uint64_t size, int advice, const std::string& wh
 void prefetch_line(uint64_t addr, uint64_t size, const std::string& where, CUstream st, int rc) {
   writer().line("{\"t\":\"prefetch\",\"addr\":" + std::to_string(addr) + ",\"size\":" + std::to_string(size) +
                 ",\"dst\":" + json_str(where) + ",\"stream\":" + std::to_string(stream_id(st)) + ",\"rc\":" + std::to_string(rc) + "}");
+  if (rc == 0 && where == "gpu") gpu_took_range(addr, size);
 }
 
 void on_driver(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* d) {
+  if (d->callbackSite == SANITIZER_API_ENTER) {
+    // a prefetch is a GPU operation on managed memory: what the CPU touched before it first
+    if (cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync || cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_ptsz ||
+        cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_v2 || cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_v2_ptsz)
+      scan_host();
+    return;
+  }
   if (d->callbackSite != SANITIZER_API_EXIT) return;
   int rc = d->functionReturnValue ? (int)*(const CUresult*)d->functionReturnValue : -1;
   switch (cbid) {
@@ -592,10 +761,20 @@ void callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid,
     case SANITIZER_CB_DOMAIN_LAUNCH: on_launch(cbid, (const Sanitizer_LaunchData*)data); break;
     case SANITIZER_CB_DOMAIN_GRAPHS: on_graph(cbid, data); break;
     case SANITIZER_CB_DOMAIN_MEMCPY:
-      if (cbid == SANITIZER_CBID_MEMCPY_STARTING) writer().line(memcpy_line((const Sanitizer_MemcpyData*)data));
+      if (cbid == SANITIZER_CBID_MEMCPY_STARTING) {
+        auto* m = (const Sanitizer_MemcpyData*)data;
+        scan_host();
+        writer().line(memcpy_line(m));
+        if (m->direction != SANITIZER_MEMCPY_DIRECTION_DEVICE_TO_HOST) gpu_took_range(m->dstAddress, memcpy_bytes(m));
+      }
       break;
     case SANITIZER_CB_DOMAIN_MEMSET:
-      if (cbid == SANITIZER_CBID_MEMSET_STARTING) writer().line(memset_line((const Sanitizer_MemsetData*)data));
+      if (cbid == SANITIZER_CBID_MEMSET_STARTING) {
+        auto* m = (const Sanitizer_MemsetData*)data;
+        scan_host();
+        writer().line(memset_line(m));
+        gpu_took_range(m->address, memset_bytes(m));
+      }
       break;
     case SANITIZER_CB_DOMAIN_SYNCHRONIZE: {
       auto* s = (const Sanitizer_SynchronizeData*)data;
@@ -619,7 +798,10 @@ void at_exit() {
                 ",\"module_errors\":" + std::to_string(g_module_errors) + ",\"unknown_frees\":" + std::to_string(g_unknown_frees) +
                 ",\"dropped_accesses\":" + std::to_string(g_dropped_total) + ",\"unknown_pages\":" + std::to_string(g_unknown_total) +
                 ",\"skipped_captured_launches\":" + std::to_string(g_skipped_capture) +
-                ",\"launch_callbacks_in_graphs\":" + std::to_string(g_launch_cb_in_graph) + ",\"graph_sync_fallbacks\":" + std::to_string(g_graph_sync_fallbacks) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
+                ",\"launch_callbacks_in_graphs\":" + std::to_string(g_launch_cb_in_graph) +
+                ",\"host_scans\":" + std::to_string(g_host_scans) + ",\"host_scan_ns\":" + std::to_string(g_host_scan_ns) +
+                ",\"host_access_pages\":" + std::to_string(g_host_pages) + ",\"host_access_ranges\":" + std::to_string(g_host_ranges) +
+                ",\"host_scan_error\":" + json_str(g_host_error) + ",\"slices\":" + (g_slices_on ? "true" : "false") + ",\"graph_sync_fallbacks\":" + std::to_string(g_graph_sync_fallbacks) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
                 ",\"t_ns\":" + std::to_string(now_ns()) + "}");
 }
 
@@ -632,6 +814,8 @@ int pages_pass_init() {
   g_ucap = 1;
   while (g_ucap < ucap && g_ucap < (1u << 30)) g_ucap <<= 1;
   g_rec_cap_limit = env_u64("UVMTRACE_MAX_PAGES_PER_KERNEL", 0);
+  g_slices_on = env_flag("UVMTRACE_SLICES", true);
+  g_host_on = env_flag("UVMTRACE_HOST_ACCESS", true);
   if (const char* gm = getenv("UVMTRACE_GRAPH_DATA")) g_graph_mode = strcmp(gm, "launch") == 0 ? 1 : strcmp(gm, "function") == 0 ? 2 : 0;
   g_is_capturing = (StreamIsCapturingFn)driver_sym("cuStreamIsCapturing");
   Sanitizer_SubscriberHandle h;
@@ -650,7 +834,8 @@ int pages_pass_init() {
       SANITIZER_CBID_DRIVER_API_cuMemAdvise, SANITIZER_CBID_DRIVER_API_cuMemAdvise_v2};
   for (auto id : drv) check(sanitizerEnableCallback(1, h, SANITIZER_CB_DOMAIN_DRIVER_API, id), "enable driver API callbacks");
   writer().line("{\"t\":\"meta\",\"pass\":\"pages\",\"version\":" + json_str(kVersion) + ",\"unknown_table\":" + std::to_string(g_ucap) +
-                ",\"patch_bytes\":" + std::to_string((size_t)(uvmt_patch_fatbin_end - uvmt_patch_fatbin)) + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+                ",\"patch_bytes\":" + std::to_string((size_t)(uvmt_patch_fatbin_end - uvmt_patch_fatbin)) +
+                ",\"rec_bytes\":" + std::to_string(sizeof(uvmt_rec)) + ",\"slices\":" + (g_slices_on ? "true" : "false") + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
   atexit(at_exit);
   return 0;
 }

@@ -3,11 +3,18 @@
 // waited for, so a kernel's duration holds no UVM faults (trace-format.md, kernels.duration_ns).
 // Optionally (UVMTRACE_UM_COUNTERS=1) it tries CUPTI's unified-memory counters.
 //
-// Raw output: timing.<pid>.jsonl with one "kact" line per kernel activity record.
+// The same pass measures real oversubscribed runs (`uvmsim run`, docs/groundtruth.md): with
+// prefetching off, the balloon of balloon.cpp in place and the counters on, kernel durations
+// hold the program's real faults and migrations.
+//
+// Raw output: timing.<pid>.jsonl with one "kact" line per kernel activity record; counter
+// records as "um" lines, or with UVMTRACE_UM_BINARY=1 as UmRecord structs in timing.<pid>.bin
+// (an oversubscribed run can produce millions).
 #include <cupti.h>
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,9 +28,12 @@ namespace {
 
 std::mutex g_mu;
 std::map<uint64_t, uint64_t> g_managed;  // live managed allocations: base -> size
+uint64_t g_managed_live = 0, g_managed_peak = 0;  // bytes
 bool g_prefetch = true;
 bool g_um = false;
 bool g_um_enabled = false;
+bool g_um_binary = false;
+bool g_balloon = false;
 uint64_t g_prefetches = 0, g_prefetch_errors = 0, g_kernels = 0, g_um_records = 0, g_dropped_records = 0;
 thread_local int t_launch_depth = 0;  // >0 inside a launch call (runtime wraps driver)
 
@@ -109,6 +119,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
     } else if (r->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto* u = (const CUpti_ActivityUnifiedMemoryCounter3*)r;
       ++g_um_records;
+      if (g_um_binary) {
+        UmRecord b{(uint32_t)u->counterKind, u->flags, u->value, u->start, u->end, u->address, u->srcId, u->dstId};
+        writer().append_bin(&b, sizeof b);
+        continue;
+      }
       writer().line("{\"t\":\"um\",\"counter\":" + std::to_string((int)u->counterKind) + ",\"value\":" + std::to_string(u->value) +
                     ",\"start\":" + std::to_string(u->start) + ",\"end\":" + std::to_string(u->end) + ",\"address\":" +
                     std::to_string(u->address) + ",\"src\":" + std::to_string(u->srcId) + ",\"dst\":" + std::to_string(u->dstId) +
@@ -120,22 +135,27 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
   free(buf);
 }
 
-// Tries one way to switch the unified-memory counters on; returns the enable result.
-CUptiResult try_um(CUpti_ActivityUnifiedMemoryCounterScope scope, const char* when) {
-  CUpti_ActivityUnifiedMemoryCounterConfig c[4];
+// Tries one way to switch the unified-memory counters on; returns the enable result. With
+// `driver_events`, also the driver's thrashing, throttling and remote-map records.
+CUptiResult try_um(CUpti_ActivityUnifiedMemoryCounterScope scope, const char* when, bool driver_events = false) {
+  CUpti_ActivityUnifiedMemoryCounterConfig c[7];
   memset(c, 0, sizeof c);
-  CUpti_ActivityUnifiedMemoryCounterKind kinds[4] = {
+  CUpti_ActivityUnifiedMemoryCounterKind kinds[7] = {
       CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT};
-  for (int i = 0; i < 4; ++i) {
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP};
+  uint32_t n = driver_events ? 7 : 4;
+  for (uint32_t i = 0; i < n; ++i) {
     c[i].scope = scope;
     c[i].kind = kinds[i];
     c[i].deviceId = 0;
     c[i].enable = 1;
   }
-  CUptiResult rc_cfg = cuptiActivityConfigureUnifiedMemoryCounter(c, 4);
+  CUptiResult rc_cfg = cuptiActivityConfigureUnifiedMemoryCounter(c, n);
   CUptiResult rc_en = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
   writer().line(std::string("{\"t\":\"um_attempt\",\"when\":\"") + when + "\",\"scope\":" + std::to_string((int)scope) +
+                ",\"kinds\":" + std::to_string(n) +
                 ",\"configure\":" + std::to_string((int)rc_cfg) + ",\"configure_msg\":" + json_str(cstr(rc_cfg)) +
                 ",\"enable\":" + std::to_string((int)rc_en) + ",\"enable_msg\":" + json_str(cstr(rc_en)) + "}");
   if (rc_en == CUPTI_SUCCESS) g_um_enabled = true;
@@ -189,6 +209,7 @@ CUstream launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
 }
 
 void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params) {
+  if (g_balloon) balloon_before_gpu_use();  // at every depth: a runtime launch may create its context
   if (t_launch_depth++ == 0) prefetch_managed(launch_stream(domain, cbid, params));
 }
 void on_launch_exit() {
@@ -198,7 +219,10 @@ void on_launch_exit() {
 void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && g_um && !g_um_enabled) {
-      if (try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, "context_created") != CUPTI_SUCCESS)
+      // a real run also asks for the driver's thrashing/throttling records, and falls back
+      // to the four basic counters where those are refused
+      if ((!g_balloon || try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, "context_created", true) != CUPTI_SUCCESS) &&
+          try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, "context_created") != CUPTI_SUCCESS)
         try_um(CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES, "context_created");
     }
     return;
@@ -208,17 +232,24 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     switch (cbid) {
       case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+        if (enter && g_balloon) balloon_before_gpu_use();  // before any managed data exists
         if (!enter && *(const CUresult*)cb->functionReturnValue == CUDA_SUCCESS) {
           auto* p = (const cuMemAllocManaged_params*)cb->functionParams;
           std::lock_guard<std::mutex> g(g_mu);
           g_managed[(uint64_t)*p->dptr] = (uint64_t)p->bytesize;
+          g_managed_live += (uint64_t)p->bytesize;
+          g_managed_peak = std::max(g_managed_peak, g_managed_live);
         }
         return;
       case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
         if (enter) {
           auto* p = (const cuMemFree_v2_params*)cb->functionParams;
           std::lock_guard<std::mutex> g(g_mu);
-          g_managed.erase((uint64_t)p->dptr);
+          auto it = g_managed.find((uint64_t)p->dptr);
+          if (it != g_managed.end()) {
+            g_managed_live -= it->second;
+            g_managed.erase(it);
+          }
         }
         return;
       default:  // one of the launch calls
@@ -229,11 +260,23 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter(domain, cbid, cb->functionParams) : on_launch_exit();
 }
 
+void end_line(const char* how) {
+  writer().line(std::string("{\"t\":\"end\",\"how\":\"") + how + "\",\"kernels\":" + std::to_string(g_kernels) +
+                ",\"prefetches\":" + std::to_string(g_prefetches) + ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) +
+                ",\"prefetch_skipped_capture\":" + std::to_string(g_prefetch_skipped_capture) + ",\"um_records\":" + std::to_string(g_um_records) +
+                ",\"dropped_records\":" + std::to_string(g_dropped_records) +
+                ",\"managed_peak\":" + std::to_string(g_managed_peak) + balloon_end_fields() + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+}
+
 void at_exit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  writer().line("{\"t\":\"end\",\"kernels\":" + std::to_string(g_kernels) + ",\"prefetches\":" + std::to_string(g_prefetches) +
-                ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) + ",\"prefetch_skipped_capture\":" + std::to_string(g_prefetch_skipped_capture) + ",\"um_records\":" + std::to_string(g_um_records) +
-                ",\"dropped_records\":" + std::to_string(g_dropped_records) + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+  end_line("exit");
+}
+
+// Watchdog of a real run (balloon.cpp): keep what was measured, then the process exits 124.
+void at_timeout() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  end_line("timeout");
 }
 
 void need(CUptiResult r, const char* what) {
@@ -245,6 +288,8 @@ void need(CUptiResult r, const char* what) {
 int timing_pass_init() {
   g_prefetch = env_flag("UVMTRACE_PREFETCH_MANAGED", true);
   g_um = env_flag("UVMTRACE_UM_COUNTERS", false);
+  g_um_binary = env_flag("UVMTRACE_UM_BINARY", false);
+  g_balloon = balloon_init(at_timeout);
   writer().line("{\"t\":\"meta\",\"pass\":\"timing\",\"version\":" + json_str(kVersion) + ",\"prefetch_managed\":" +
                 (g_prefetch ? "true" : "false") + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
   if (g_um) {

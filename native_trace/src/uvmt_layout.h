@@ -22,11 +22,24 @@ typedef struct {
   unsigned long long slot_base;
 } uvmt_seg;
 
-/* One touched page of one launch. Its index in the record array is its first-touch rank. */
+/* Time slices (re-touch structure). A launch's run is cut into slices of 2^shift ns of
+ * %globaltimer, counted from its first recorded access (t0). Each record keeps a word
+ * (shift << 56) | mask: bit i of the 56-bit mask is slice i at that shift. The launch's shift
+ * starts at UVMT_SHIFT0 and grows (slices double in width) whenever an access would fall in
+ * slice 56 or later; a record still at a smaller shift is folded (adjacent bit pairs ORed)
+ * the next time it is updated, and by the host at read-back. */
+#define UVMT_SHIFT0 10u /* 1.024 us */
+#define UVMT_MASK_BITS 56u
+#define UVMT_MASK ((1ull << UVMT_MASK_BITS) - 1ull)
+
+/* One touched page of one launch. Its index in the record array is its first-touch rank.
+ * `slices` is the packed word above on the device; the host writes the mask folded to the
+ * launch's final shift (no shift bits) to the raw file. */
 typedef struct {
   unsigned long long page;
   unsigned int count;
   unsigned int flags;
+  unsigned long long slices;
 } uvmt_rec;
 
 /* Per-launch state; the device patch receives a pointer to it as userdata. */
@@ -36,6 +49,9 @@ typedef struct {
   unsigned int n_touched;       /* records handed out (may exceed rec_cap: then see dropped) */
   unsigned int n_unknown;       /* distinct pages outside every live allocation */
   unsigned long long dropped;   /* accesses that found no room (unknown table or records full) */
+  unsigned long long t0;        /* %globaltimer of the first recorded access (0: none yet) */
+  unsigned int shift;           /* current slice width 2^shift ns (host sets UVMT_SHIFT0) */
+  unsigned int slices_on;       /* host: 0 records no slices (every record gets mask 1) */
   /* configuration, set by the host before the launch */
   const uvmt_seg* segs;
   unsigned long long* ukeys;    /* open-addressing table of pages outside live allocations */
@@ -48,6 +64,6 @@ typedef struct {
   unsigned int pad;
 } uvmt_state;
 
-#define UVMT_HEADER_BYTES 16u
+#define UVMT_HEADER_BYTES 32u
 
 #endif

@@ -5,6 +5,11 @@
 //   uvmt_testprog all     every scenario below, prints checksums
 //   uvmt_testprog crash   one kernel, then abort()
 //   uvmt_testprog exit3   one kernel, then exit status 3
+//   uvmt_testprog host    managed memory written by the CPU between two kernels (the pages
+//                         are listed in host_pages below; the test derives the expected
+//                         host_access events from them)
+//   uvmt_testprog retouch a kernel that stores once to each page, then one whose single block
+//                         reads the same buffer in RETOUCH_PASSES passes (time slices)
 //
 // Managed memory stays small (5 MiB): never ask a shared GPU for more than it has free.
 #include <cuda_runtime.h>
@@ -57,6 +62,70 @@ __global__ void k_scale(const float* src, float* dst, size_t n) {
 
 static unsigned grid_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
+// one store per 4 KiB page: every page is touched exactly once
+__global__ void k_page_once(float* a, size_t pages) {
+  size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (p < pages) a[p * 1024] = (float)p;
+}
+
+// one block reads a[0, n) `passes` times over, so each page is read once per pass, the passes
+// one after another in time
+__global__ void k_repass(const float* a, float* out, size_t n, int passes) {
+  float acc = 0.f;
+  for (int r = 0; r < passes; ++r) {
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) acc += a[i];
+    __syncthreads();
+  }
+  out[threadIdx.x] = acc;
+}
+
+#define RETOUCH_PASSES 4
+
+// Pages of the 1 MiB managed buffer the host mode writes before the first kernel and before
+// the second (plus page 250, only read before the second). Each list ends with -1. The driver
+// moves 64 KiB blocks (16 pages) to the host on a CPU fault, and prefetches a block to the
+// host when more than half of an aligned group of blocks has faulted; the lists touch at most
+// half of every aligned group of 64 KiB blocks other than whole pairs, so what moves is
+// exactly the blocks of these pages.
+static const int host_pages_1[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 50, 100, 101, 102, 103, 104, 105, 106, 107,
+                                   108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 255, -1};
+static const int host_pages_2[] = {3, 7, 200, 201, 202, 203, 204, 205, 206, 207, -1};
+static const int host_read_2 = 250;
+
+static int run_host() {
+  const size_t pages = 256, n = pages * 1024;
+  float* M;
+  CK(cudaMallocManaged(&M, pages * 4096));
+  for (const int* p = host_pages_1; *p >= 0; ++p) M[*p * 1024 + 17] = 1.0f;
+  k_seq_write<<<grid_for(n), 256>>>(M, n);
+  CK(cudaDeviceSynchronize());
+  for (const int* p = host_pages_2; *p >= 0; ++p) M[*p * 1024 + 5] += 2.0f;
+  volatile float r = M[host_read_2 * 1024 + 3];
+  k_seq_write<<<grid_for(n), 256>>>(M, n);
+  CK(cudaDeviceSynchronize());
+  printf("checksum host %.1f\n", (double)r);
+  CK(cudaFree(M));
+  return 0;
+}
+
+static int run_retouch() {
+  const size_t pages = 1024, n = pages * 1024;  // 4 MiB
+  float *A, *out;
+  CK(cudaMalloc(&A, pages * 4096));
+  CK(cudaMalloc(&out, 1024 * 4));
+  k_page_once<<<grid_for(pages), 256>>>(A, pages);
+  k_repass<<<1, 1024>>>(A, out, n, RETOUCH_PASSES);
+  CK(cudaGetLastError());
+  float h[1024];
+  CK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+  double s = 0;
+  for (float x : h) s += x;
+  printf("checksum retouch %.1f\n", s);
+  CK(cudaFree(A));
+  CK(cudaFree(out));
+  return 0;
+}
+
 static double sum(const std::vector<float>& v) {
   double s = 0;
   for (float x : v) s += x;
@@ -90,6 +159,8 @@ int main(int argc, char** argv) {
   const size_t KiB = 1024, MiB = 1024 * KiB;
   int dev = 0;
   CK(cudaSetDevice(dev));
+  if (strcmp(mode, "host") == 0) return run_host();
+  if (strcmp(mode, "retouch") == 0) return run_retouch();
 
   // A: 4 MiB, 1024 pages, sequential write
   const size_t nA = 4 * MiB / 4;

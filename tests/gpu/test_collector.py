@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterable
 import sys
 from collections import Counter
 from pathlib import Path
@@ -266,3 +267,116 @@ def test_cli_timing_only(collector, tmp_path):
     t = _tables(out)
     assert len(t["kernels"]) == 1 and t["kernels"].duration_ns.iloc[0] > 0
     assert len(t["accesses"]) == 0
+
+
+# --------------------------------------------------------------------------- v1.1 additions
+def _runs(mask: int) -> int:
+    """Runs of consecutive set bits in a slice mask."""
+    return bin(mask ^ (mask << 1)).count("1") // 2
+
+
+def _prog_list(name: str) -> list[int]:
+    """A page list of native_trace/tests/uvmt_testprog.cu (so the test and program agree)."""
+    import re
+    src = (REPO / "native_trace" / "tests" / "uvmt_testprog.cu").read_text()
+    m = re.search(rf"{name}\[\] = \{{([^}}]*)\}}", src)
+    vals = [int(v) for v in m.group(1).replace("\n", " ").split(",")]
+    assert vals[-1] == -1
+    return vals[:-1]
+
+
+def _blocks64k(pages: Iterable[int], base: int) -> set[int]:
+    """The pages (relative to `base`) of the 64 KiB blocks holding `pages`: what the driver
+    moves to the host on a CPU fault, and so what the collector reports."""
+    first = base >> 12
+    return {q - first for p in pages for q in range((first + p) & ~15, ((first + p) | 15) + 1)}
+
+
+def _host_pages(ev, base: int) -> set[int]:
+    out: set[int] = set()
+    for a, s in zip(ev.addr, ev["size"]):
+        out.update(range((int(a) - base) >> 12, ((int(a) + int(s) - 1 - base) >> 12) + 1))
+    return out
+
+
+def test_host_writes_between_kernels_are_recorded_exactly(collector, tmp_path):
+    out = tmp_path / "host.uvmtrace"
+    assert record(out, [str(collector["prog"]), "host"], "both", lib=collector["lib"]) == 0
+    t = _tables(out)
+    assert t["manifest"]["minor"] == 1
+    al = t["allocations"]
+    (mrow,) = al[(al["kind"] == "managed") & (al["size"] == 256 * 4096)].itertuples()
+    ev = t["events"]
+    kseq = ev[ev.op == "kernel"].seq.tolist()
+    assert len(kseq) == 2
+    ha = ev[ev.op == "host_access"]
+    assert ha.arg.isna().all() and ha.kernel_id.isna().all() and ha.alloc_id.isna().all()
+    base = int(mrow.base)
+    before1 = _host_pages(ha[ha.seq < kseq[0]], base)
+    between = _host_pages(ha[(ha.seq > kseq[0]) & (ha.seq < kseq[1])], base)
+    after = ha[ha.seq > kseq[1]]
+    in_buffer = set(range(256))  # the test program's buffer: 256 pages
+    want1 = _blocks64k(_prog_list("host_pages_1"), base) & in_buffer
+    assert before1 == want1, sorted(before1 ^ want1)
+    want2 = _blocks64k(_prog_list("host_pages_2") + [250], base) & in_buffer  # 250: read
+    assert between == want2, sorted(between ^ want2)
+    assert len(after) == 0
+    # ranges are coalesced: no two events of one gap touch or overlap
+    for part in (ha[ha.seq < kseq[0]], ha[(ha.seq > kseq[0]) & (ha.seq < kseq[1])]):
+        spans = sorted((int(a), int(a) + int(s)) for a, s in zip(part.addr, part["size"]))
+        assert all(e1 < s2 for (_, e1), (s2, _) in zip(spans, spans[1:])), spans
+    load_trace(out)
+
+
+def test_retouch_slices(collector, tmp_path):
+    passes = 4  # RETOUCH_PASSES in uvmt_testprog.cu
+    out = tmp_path / "retouch.uvmtrace"
+    assert record(out, [str(collector["prog"]), "retouch"], "both", lib=collector["lib"]) == 0
+    t = _tables(out)
+    k, acc = t["kernels"], t["accesses"]
+    assert [n.split("(")[0] for n in k.name] == ["k_page_once", "k_repass"]
+    assert (k.slice_ns > 0).all()
+    assert t["manifest"]["minor"] == 1
+    a_base = int(t["allocations"].query("size == 4 * 1048576").base.iloc[0]) >> 12
+    # one store per page: exactly one slice each
+    once = acc[acc.kernel_id == 0]
+    assert len(once) == 1024
+    assert all(int(m) & (int(m) - 1) == 0 for m in once.slices), "a page stored once has one slice"
+    # one block reading the buffer `passes` times: every page in `passes` separated runs
+    rep = acc[(acc.kernel_id == 1) & (acc.page.astype(np.int64) - a_base).between(0, 1023)]
+    rep = rep.sort_values("order")
+    assert len(rep) == 1024
+    n = int(k.n_slices[1])
+    assert n >= 4 * passes, f"only {n} slices for a kernel of {passes} passes"
+    runs = [_runs(int(m)) for m in rep.slices]
+    assert runs == [passes] * 1024, Counter(runs)
+    # the first pass walks the buffer in page order: order is the page rank and the first
+    # slice of each page never decreases along it
+    assert (rep.page.to_numpy(np.int64) - a_base).tolist() == list(range(1024))
+    first = [(int(m) & -int(m)).bit_length() for m in rep.slices]
+    assert first == sorted(first) and first[0] == 1 and first[-1] < n
+
+    # with slices switched off, the trace is plain v1
+    out2 = tmp_path / "noslices.uvmtrace"
+    assert record(out2, [str(collector["prog"]), "retouch"], "pages", lib=collector["lib"],
+                  extra_env={"UVMTRACE_SLICES": "0"}) == 0
+    t2 = _tables(out2)
+    assert "slices" not in t2["accesses"] and "n_slices" not in t2["kernels"]
+    assert "minor" not in t2["manifest"]
+    load_trace(out)
+    load_trace(out2)
+
+
+def test_host_accesses_in_full_program(prog_trace):
+    """The full program initialises managed M on the CPU before prefetching it to the GPU."""
+    t = prog_trace["t"]
+    al, ev = _allocs(t), t["events"]
+    M = int(al["M"]["base"])
+    first_pf = int(ev[ev.op == "prefetch"].seq.iloc[0])
+    ha = ev[ev.op == "host_access"]
+    assert _host_pages(ha[ha.seq < first_pf], M) >= set(range(512))
+    # every kernel row carries a valid slice mask (load_trace checks the rest)
+    acc, k = t["accesses"], t["kernels"]
+    assert (acc.slices > 0).all()
+    ns = k.set_index("kernel_id").n_slices
+    assert all(int(m) < (1 << int(ns[kid])) for kid, m in zip(acc.kernel_id, acc.slices))
