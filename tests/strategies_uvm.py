@@ -11,9 +11,11 @@ _REGION = 8 << 20   # each allocation gets its own 8 MiB region: no overlaps
 
 
 @st.composite
-def programs(draw, max_allocs: int = 3, max_ops: int = 8):
+def programs(draw, max_allocs: int = 3, max_ops: int = 8, v11: bool = False):
     """A TraceBuilder holding allocations (some host, some not 2 MiB aligned), kernels with
-    read/write/atomic rows, copies, memsets, prefetches to gpu/cpu, advises and frees."""
+    read/write/atomic rows, copies, memsets, prefetches to gpu/cpu, advises and frees. With
+    v11, also kernels in 1..5 time slices (rows with random slice masks) and host_access
+    events."""
     b = TraceBuilder()
     allocs = []
     for i in range(draw(st.integers(1, max_allocs))):
@@ -27,7 +29,8 @@ def programs(draw, max_allocs: int = 3, max_ops: int = 8):
         if not live:
             break
         op = draw(st.sampled_from(["kernel", "kernel", "kernel", "stream", "htod", "memset",
-                                   "pf_gpu", "pf_cpu", "free", "dtoh", "advise"]))
+                                   "pf_gpu", "pf_cpu", "free", "dtoh", "advise"] +
+                                  (["host", "host", "kernel", "stream"] if v11 else [])))
         ai = draw(st.sampled_from(live))
         a, n = allocs[ai]
         if op in ("kernel", "stream"):
@@ -45,7 +48,14 @@ def programs(draw, max_allocs: int = 3, max_ops: int = 8):
                 aa, nn = allocs[aj]
                 rows.setdefault(int(b.pages(aa, p % nn, p % nn + 1)[0]), fl)
             dur = draw(st.sampled_from([None, 0, 1000, 12345, 200_000]))
-            b.kernel(rows=list(rows.items()), duration_ns=dur)
+            n_slices = draw(st.integers(1, 5)) if v11 else 1
+            if n_slices > 1:
+                masks = draw(st.lists(st.integers(1, (1 << n_slices) - 1),
+                                      min_size=len(rows), max_size=len(rows)))
+                b.kernel(rows=list(rows.items()), duration_ns=dur, slices=masks,
+                         n_slices=n_slices)
+            else:
+                b.kernel(rows=list(rows.items()), duration_ns=dur)
         elif op == "free":
             b.free(a)
             live.remove(ai)
@@ -63,6 +73,8 @@ def programs(draw, max_allocs: int = 3, max_ops: int = 8):
                 b.prefetch(addr, size, "gpu")
             elif op == "pf_cpu":
                 b.prefetch(addr, size, "cpu")
+            elif op == "host":
+                b.host_access(addr, size, draw(st.sampled_from([None, "read", "write"])))
             else:
                 b.advise(addr, size, "set_read_mostly")
     return b

@@ -142,3 +142,57 @@ def test_policies_and_hardware_lists():
     assert {"h100-pcie5", "a100-pcie4"} <= set(hw)
     for h in hw.values():
         assert set(h["sources"]) >= {"batch_ns", "fault_ns", "bw_peak_gbps"}
+
+
+@pytest.fixture(scope="module")
+def v11_trace(tmp_path_factory):
+    from uvmsim.trace.builder import TraceBuilder
+    b = TraceBuilder()
+    x = b.alloc(6 << 20)
+    b.host_access(b.base(x), 8 << 12, "write")
+    pages = [int(b.pages(x, 512 * i, 512 * i + 1)[0]) for i in range(3)]
+    b.kernel("waves", rows=[(p, 1) for p in pages], slices=[0b11, 0b11, 0b11], n_slices=2)
+    b.kernel("plain", reads=b.pages(x, 0, 8))
+    return b.write(tmp_path_factory.mktemp("v11") / "v11.uvmtrace")
+
+
+def test_replay_model_preset_and_overrides(v11_trace):
+    t = uvmsim.load_trace(v11_trace)
+    kw = dict(capacity_bytes=4 << 20, prefetch="none", fault_batch_size=1)
+    h200 = uvmsim.simulate(t, model="h200", **kw).summary
+    contract = uvmsim.simulate(t, **kw).summary
+    assert h200["faults"] > contract["faults"]            # the slice passes re-fault
+    args = ("replay", v11_trace, "--capacity", "4MiB", "--prefetch", "none",
+            "--fault-batch-size", "1", "--json")
+    assert json.loads(cli(*args, "--model", "h200", check=True).stdout) == h200
+    assert json.loads(cli(*args, check=True).stdout) == contract
+    off = cli(*args, "--model", "h200", "--no-slices", "--no-host-access", check=True)
+    assert json.loads(off.stdout) == contract
+    only = cli(*args, "--slices", check=True)
+    assert json.loads(only.stdout) == uvmsim.simulate(t, slices=True, **kw).summary
+    human = cli("replay", v11_trace, "--model", "h200", check=True).stdout
+    assert "model=h200" in human and "host_populated_pages" in human
+    bad = cli("replay", v11_trace, "--model", "h100")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_sweep_with_a_model(v11_trace, tmp_path):
+    p = cli("sweep", v11_trace, "--oversub", "1,3", "--prefetch", "none", "--model", "h200",
+            "--json", check=True)
+    df = pd.DataFrame(json.loads(p.stdout))
+    assert list(df["model"]) == ["h200", "h200"]
+    t = uvmsim.load_trace(v11_trace)
+    for _, row in df.iterrows():
+        s = uvmsim.simulate(t, model="h200", oversub=row["oversub"], prefetch="none")
+        assert row["faults"] == s.summary["faults"]
+        assert row["host_populated_pages"] == s.extra["host_populated_pages"] == 8
+
+
+def test_models_list():
+    p = cli("models", "--json", check=True)
+    ms = json.loads(p.stdout)
+    assert set(ms) == {"contract", "h200"}
+    assert ms["h200"]["slices"] and ms["h200"]["host_access"] and not ms["contract"]["slices"]
+    assert ms["h200"]["hardware"]["name"] == "h200-pcie5"
+    assert "thrashing" in ms["h200"]["sources"]
+    assert "h200:" in cli("models", check=True).stdout

@@ -12,6 +12,7 @@ MiB = 1 << 20
 DRIVER_COUNTS = ("faults", "faults_read", "faults_write", "fault_batches", "htod_bytes",
                  "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",
                  "dtoh_bytes_api_prefetch")
+FEATURE_COUNTS = ("remote_accesses", "throttled_faults", "thrashing_pins", "counter_migrations")
 
 
 def test_engine_codes_match_the_format():
@@ -25,8 +26,8 @@ def test_engine_codes_match_the_format():
                        ("unset_accessed_by_gpu", st.ARG_UNSET_ACCESSED_BY),
                        ("unset_read_mostly", st.ARG_UNSET_READ_MOSTLY)]:
         assert fmt.ARG_CODE[name] == code
-    assert st.COUNT_NAMES[-4:] == ("remote_accesses", "throttled_faults", "thrashing_pins",
-                                   "counter_migrations")
+    assert st.COUNT_NAMES[st.C_REMOTE:st.C_COUNTER_MIG + 1] == FEATURE_COUNTS
+    assert st.OP_HOST_ACCESS == fmt.OP_HOST_ACCESS
 
 
 def ping_pong(n: int, duration_ns: int = 1000):
@@ -44,7 +45,7 @@ def test_features_off_by_default_and_inert_when_nothing_triggers_them():
     t = synth.make("training", layers=2, weight_bytes=2 * MiB, activation_bytes=4 * MiB,
                    steps=2)
     base = uvmsim.simulate(t, oversub=1.5).to_row()
-    assert all(base[k] == 0 for k in st.COUNT_NAMES[-4:])
+    assert all(base[k] == 0 for k in FEATURE_COUNTS)
     # no advise events; kernels of 200 us with 45 us batches never refault within 500 us
     on = uvmsim.simulate(t, oversub=1.5, advise=True, thrashing=True).to_row()
     for k in DRIVER_COUNTS:

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import uvmsim
 from uvmsim.engine.state import RES
 
-from strategies import build, n_ops, programs
+from strategies import build, n_ops, programs, programs_v11
 
 PAGE = 4096
 POLICIES = ["none", "64k", "2m", "density"]
@@ -85,3 +85,33 @@ def test_a_page_is_zero_filled_at_most_once(program):
     r = uvmsim.simulate(t, oversub=1.0, prefetch="2m")
     n_pages = int(t.arrays.a_npages[~t.arrays.a_host].sum())
     assert r.summary["zero_fill_pages"] <= n_pages
+
+
+@given(programs_v11, st.sampled_from(POLICIES), st.sampled_from([1.0, 2.0]),
+       st.sampled_from([1, 256]))
+def test_v11_program_with_options_off_replays_as_its_v1_content(program, pf, f, bs):
+    a = uvmsim.simulate(build(program).build(), oversub=f, prefetch=pf, fault_batch_size=bs)
+    b = uvmsim.simulate(build(program, v11=False).build(), oversub=f, prefetch=pf,
+                        fault_batch_size=bs)
+    assert a.summary == b.summary and a.extra == b.extra
+    assert a.kernels.equals(b.kernels)
+
+
+@given(programs_v11, st.sampled_from(POLICIES), st.sampled_from([1.5, 3.0]),
+       st.sampled_from([1, 3, 256]))
+def test_h200_model_keeps_residency_and_conserves_pages(program, pf, f, bs):
+    trace = build(program).build()
+    r = _sim(trace, model="h200", oversub=f, prefetch=pf, fault_batch_size=bs)
+    resident = _check_state(r)
+    s, x = r.summary, r.extra
+    moved_in = (s["htod_bytes"] // PAGE) + s["zero_fill_pages"]
+    moved_out = (s["dtoh_bytes_evict"] + s["dtoh_bytes_api_prefetch"] +
+                 x["dtoh_bytes_host"]) // PAGE
+    dropped_by_free = moved_in - moved_out - resident
+    assert dropped_by_free >= 0
+    if not any(o[0] == "free" for o in program[1]):
+        assert dropped_by_free == 0
+    # a page populated by the host is never zero-filled on the GPU afterwards
+    n_pages = int(trace.arrays.a_npages[~trace.arrays.a_host].sum())
+    if not any(o[0] == "free" for o in program[1]):
+        assert s["zero_fill_pages"] + x["host_populated_pages"] <= n_pages

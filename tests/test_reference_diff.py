@@ -59,6 +59,42 @@ def test_engine_equals_reference(pf, ev, prog, kw):
     assert_same(a, b)
 
 
+# the v1.1 options and thrashing; thrashing parameters that make small programs thrash
+options = st.fixed_dictionaries({
+    "slices": st.booleans(),
+    "host_access": st.booleans(),
+    # threshold 0: a page's second fault within 10 ms is throttled, its third pinned
+    "thrashing": st.sampled_from([False, True, {"threshold": 0.0, "pin_threshold": 1.0,
+                                                "lapse_us": 10_000.0, "nap_us": 30.0,
+                                                "pin_us": 400.0}]),
+})
+
+
+@SLOW
+@given(prog=programs(v11=True), kw=common, opts=options, tr=translations,
+       pf=st.sampled_from(["density", "none", "2m"]), ev=st.sampled_from(["lru2m", "lfu2m"]))
+def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev):
+    trace = prog.build()
+    a = uvmsim.simulate(trace, prefetch=pf, evict=ev, translation=tr, **opts, **kw)
+    b = ref.simulate(trace, prefetch=pf, evict=ev, translation=tr, **opts, **kw)
+    assert_same(a, b)
+    if not opts["host_access"]:
+        assert a.extra["dtoh_bytes_host"] == a.extra["host_populated_pages"] == 0
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=6, v11=True), min_size=1, max_size=3), kw=common,
+       opts=options, tr=translations)
+def test_multi_tenant_engine_equals_reference_with_model_options(progs, kw, opts, tr):
+    traces = [p.build() for p in progs]
+    a = simulate_multi(traces, translation=tr, **opts, **kw)
+    b = simulate_multi(traces, translation=tr, engine="reference", **opts, **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+
+
 @SLOW
 @given(prog=programs(), kw=common, tr=translations, pf=st.sampled_from(["density", "none"]))
 def test_engine_equals_reference_with_translation(prog, kw, tr, pf):
@@ -86,7 +122,7 @@ def test_engine_equals_reference_with_translation(prog, kw, tr, pf):
 def test_multi_tenant_engine_equals_reference(progs, kw, tr):
     traces = [p.build() for p in progs]
     a = simulate_multi(traces, translation=tr, **kw)
-    b = simulate_multi(traces, translation=tr, model="reference", **kw)
+    b = simulate_multi(traces, translation=tr, engine="reference", **kw)
     for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
         assert_same(x, y)
     np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)

@@ -170,7 +170,7 @@ class EvictionMachine(RuleBasedStateMachine):
     @rule(blk=st.sampled_from(MANAGED_BLOCKS), a=st.integers(0, 511), b=st.integers(0, 511))
     def prefetch_to_cpu(self, blk, a, b):
         lo, hi = self._clip(blk, a, b)
-        self.eng.prefetch_to_cpu(self.est, self.S, self.T, blk, lo, hi, 1)
+        self.eng.prefetch_to_cpu(self.est, self.S, self.T, blk, lo, hi, 1, C_DTOH_API)
         assert not (self.S.pstate[self._pages(blk, lo, hi)] & RES).any()
 
     @rule(a=st.sampled_from([0, 1]))

@@ -61,3 +61,20 @@ def test_plot_from_table(trace, tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 5000
     with pytest.raises(ValueError, match="none of the requested metrics"):
         plot_sweep(df, metrics=["nope"])
+
+
+def test_model_reaches_every_replay():
+    from uvmsim.trace.builder import TraceBuilder
+    b = TraceBuilder()
+    x = b.alloc(6 << 20)
+    b.host_access(b.base(x), 3 << 12)
+    b.kernel("k", reads=b.pages(x, 0, 3))
+    t = b.build()
+    df = sweep(t, backend="serial", progress=False, model="h200", oversub=[1.0, 3.0],
+               prefetch=["none"])
+    assert list(df["model"]) == ["h200", "h200"]
+    assert (df["host_populated_pages"] == 3).all() and (df["zero_fill_pages"] == 0).all()
+    plain = sweep(t, backend="serial", progress=False, oversub=[1.0], prefetch=["none"])
+    assert plain["model"][0] == "contract" and plain["zero_fill_pages"][0] == 3
+    with pytest.raises(uvmsim.ConfigError, match="unknown model"):
+        sweep(t, model="nope", progress=False)

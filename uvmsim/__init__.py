@@ -4,7 +4,8 @@
     r = uvmsim.simulate("traces/x.uvmtrace", oversub=1.5, prefetch="density")
     r.summary, r.kernels
 """
-from .config import PRESETS as HARDWARE, Hardware, Translation, get_hardware
+from .config import (MODELS, PRESETS as HARDWARE, Hardware, Model, Translation, get_hardware,
+                     get_model)
 from .errors import ConfigError, TraceFormatError
 from .policies import (EvictPolicy, PrefetchPolicy, register_evict, register_prefetch)
 from .results import Result
@@ -14,7 +15,8 @@ from .trace import Trace, load_trace, trace_from_tables, write_trace
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "EvictPolicy", "HARDWARE", "Hardware", "PrefetchPolicy", "Result",
-           "Trace", "TraceFormatError", "Translation", "get_hardware", "load_trace",
+__all__ = ["ConfigError", "EvictPolicy", "HARDWARE", "Hardware", "MODELS", "Model",
+           "PrefetchPolicy", "Result", "Trace", "TraceFormatError", "Translation",
+           "get_hardware", "get_model", "load_trace",
            "register_evict", "register_prefetch", "simulate", "simulate_multi",
            "trace_from_tables", "write_trace", "__version__"]

@@ -1,4 +1,5 @@
-"""The `uvmsim` command line: replay, sweep, info, synth, record, policies, hardware.
+"""The `uvmsim` command line: replay, sweep, info, synth, record, run, policies, hardware,
+models.
 
 User errors (bad arguments, missing or malformed traces) print one line on stderr and exit
 with status 2; nothing prints a traceback unless UVMSIM_DEBUG=1.
@@ -81,7 +82,7 @@ def _kv(items: Sequence[str] | None) -> dict[str, float]:
 
 
 def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
-    from .config import DEFAULT_HARDWARE
+    from .config import DEFAULT_MODEL, MODELS
     if lists:
         p.add_argument("--prefetch", type=_names, default=["none", "64k", "2m", "density"],
                        help="comma-separated prefetch policies (default: none,64k,2m,density)")
@@ -97,11 +98,16 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
                    help="prefetch policy parameter, e.g. threshold=60 (repeatable)")
     p.add_argument("--evict-param", action="append", metavar="NAME=VALUE",
                    help="eviction policy parameter (repeatable)")
-    p.add_argument("--hardware", default=DEFAULT_HARDWARE,
-                   help=f"hardware preset for the time layer (default: {DEFAULT_HARDWARE}; "
-                        "see `uvmsim hardware`)")
-    p.add_argument("--fault-batch-size", type=_positive_int, default=256,
-                   help="faults per batch (default: 256, the driver's)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                   help=f"model preset: its options, batch size and hardware (default: "
+                        f"{DEFAULT_MODEL}, the spec's counts; see `uvmsim models`); the "
+                        "options below override it")
+    p.add_argument("--hardware",
+                   help="hardware preset for the time layer (default: the model's; see "
+                        "`uvmsim hardware`)")
+    p.add_argument("--fault-batch-size", type=_positive_int,
+                   help="faults per batch (default: the model's; 256, the driver's, in both "
+                        "presets)")
     p.add_argument("--drop-out-of-range", action="store_true",
                    help="drop (and count) access rows outside live allocations instead of "
                         "rejecting the trace")
@@ -116,17 +122,22 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
                    help="the driver's thrashing detection (throttle, pin); bare for its "
                         "defaults, or NAME=VALUE (threshold, pin_threshold, lapse_us, nap_us, "
                         "pin_us, epoch_us), repeatable")
+    g.add_argument("--slices", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay kernels in their v1.1 time-slice passes (re-faults within "
+                        "a kernel)")
+    g.add_argument("--host-access", action=argparse.BooleanOptionalAction, default=None,
+                   help="apply the trace's v1.1 host_access events (CPU touches)")
     g.add_argument("--remote", choices=["driver", "uvmsmart"],
                    help="remote mapping with access-counter delayed migration")
     g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
-    g.add_argument("--advise", action="store_true",
+    g.add_argument("--advise", action="store_const", const=True, default=None,
                    help="apply the trace's cudaMemAdvise events")
 
 
 def _options(values: Sequence[str] | None) -> Any:
-    """Repeatable `--flag [NAME=VALUE]` -> False, True (bare) or a dict."""
+    """Repeatable `--flag [NAME=VALUE]` -> None (absent), True (bare) or a dict."""
     if not values:
-        return False
+        return None
     items = [v for v in values if v != "on"]
     return _kv(items) if items else True
 
@@ -135,8 +146,11 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
     tr = _options(a.translation)
     if isinstance(tr, dict):
         tr = {k: (int(v) if k != "walk_ns" else v) for k, v in tr.items()}
-    kw: dict[str, Any] = {"translation": tr or None, "thrashing": _options(a.thrashing),
-                          "remote": a.remote, "advise": a.advise}
+    kw: dict[str, Any] = {"model": a.model, "hardware": a.hardware,
+                          "fault_batch_size": a.fault_batch_size, "translation": tr or None,
+                          "thrashing": _options(a.thrashing), "remote": a.remote,
+                          "advise": a.advise, "slices": a.slices,
+                          "host_access": a.host_access}
     if a.access_counter_threshold is not None:
         kw["access_counter_threshold"] = a.access_counter_threshold
     return kw
@@ -200,9 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
     except ImportError as e:  # pragma: no cover - only when the module is broken
         p.set_defaults(_record_error=str(e))
 
+    p = sub.add_parser("run", help="run a CUDA program really oversubscribed (needs a GPU): "
+                                   "real kernel times, faults and migrations")
+    from . import groundtruth as _gt
+    _gt.configure_parser(p)
+
     p = sub.add_parser("policies", help="list registered policies")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("hardware", help="list hardware presets and their sources")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("models", help="list model presets (options, batch size, hardware)")
     p.add_argument("--json", action="store_true")
     return ap
 
@@ -235,16 +256,15 @@ def cmd_replay(a: argparse.Namespace) -> int:
     from .trace import load_trace
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
     r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
-                 evict=a.evict, hardware=a.hardware, fault_batch_size=a.fault_batch_size,
-                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param),
-                 **_mechanisms(a))
+                 evict=a.evict, prefetch_params=_kv(a.prefetch_param),
+                 evict_params=_kv(a.evict_param), **_mechanisms(a))
     if a.kernels_out:
         _write_table(r.kernels, a.kernels_out)
     if a.json:
         print(json.dumps(r.summary))
         return 0
-    print(f"{a.trace}: prefetch={r.config['prefetch']} evict={r.config['evict']} "
-          f"hardware={r.config['hardware']}")
+    print(f"{a.trace}: model={r.config['model']} prefetch={r.config['prefetch']} "
+          f"evict={r.config['evict']} hardware={r.config['hardware']}")
     extra = [(k, v) for k, v in r.extra.items() if v]
     print(_fmt_table(list(r.summary.items()) + extra))
     if tr.dropped_rows:
@@ -261,8 +281,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         raise UserError("--prefetch-param/--evict-param are for `replay`; use the Python API "
                         "to sweep parameters")
     load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
-    df = sweep(a.trace, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict,
-               hardware=a.hardware, fault_batch_size=a.fault_batch_size, jobs=a.jobs,
+    df = sweep(a.trace, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
                backend=a.backend, progress=not (a.no_progress or a.json),
                drop_out_of_range=a.drop_out_of_range, **_mechanisms(a))
     if a.out:
@@ -360,6 +379,27 @@ def cmd_hardware(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(a: argparse.Namespace) -> int:
+    from .groundtruth import run_from_args
+    return run_from_args(a)
+
+
+def cmd_models(a: argparse.Namespace) -> int:
+    from .config import MODELS
+    if a.json:
+        print(json.dumps({n: m.to_dict() for n, m in MODELS.items()}, default=str))
+        return 0
+    for n, m in MODELS.items():
+        d = m.to_dict()
+        src = d.pop("sources")
+        print(f"{n}: {d.pop('doc')}")
+        d["hardware"] = m.hardware.name
+        for k, v in d.items():
+            if k != "name":
+                print(f"  {k:<24} {str(v):<12} {src.get(k, '')}")
+    return 0
+
+
 def cmd_record(a: argparse.Namespace) -> int:
     if getattr(a, "_record_error", None):
         raise UserError(f"record is unavailable: {a._record_error}")
@@ -367,7 +407,8 @@ def cmd_record(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "info": cmd_info, "synth": cmd_synth,
-            "policies": cmd_policies, "hardware": cmd_hardware, "record": cmd_record}
+            "policies": cmd_policies, "hardware": cmd_hardware, "models": cmd_models,
+            "record": cmd_record, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

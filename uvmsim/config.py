@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine.state import (HW_BATCH_NS, HW_BW_A, HW_BW_B, HW_FAULT_NS, HW_XFER_LAT_NS,
-                           HW_ZERO_NS, N_HW)
+from .engine.state import (HW_BATCH_NS, HW_BW_A, HW_BW_B, HW_DTOH_BW, HW_EVICT_NS,
+                           HW_FAULT_NS, HW_HOST_FAULT_NS, HW_XFER_LAT_NS, HW_ZERO_NS, N_HW)
 from .errors import ConfigError
 
 CHUNK_BYTES = 2 << 20
@@ -30,7 +30,21 @@ class Hardware:
     bw_peak_gbps: float      # a in bw(KiB) = 2a/pi * atan(b * KiB) GB/s
     bw_b: float              # b of that curve
     zero_fill_ns: float = 0.0   # per zero-filled page
+    evict_ns: float = 0.0       # fixed cost per evicted chunk, on top of its copies
+    dtoh_bw_gbps: float = 0.0   # peak of the device-to-host curve; 0: same as bw_peak_gbps
+    host_fault_ns: float = 0.0  # per page a host_access moves back or populates (CPU fault)
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "zero_fill_ns", "evict_ns",
+                  "dtoh_bw_gbps", "host_fault_ns"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise ConfigError(f"hardware {self.name!r}: {k} must be a number >= 0, got {v!r}")
+        for k in ("bw_peak_gbps", "bw_b"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and v > 0):
+                raise ConfigError(f"hardware {self.name!r}: {k} must be a number > 0, got {v!r}")
 
     def vector(self) -> np.ndarray:
         v = np.zeros(N_HW, np.float64)
@@ -40,6 +54,9 @@ class Hardware:
         v[HW_BW_A] = self.bw_peak_gbps
         v[HW_BW_B] = self.bw_b
         v[HW_ZERO_NS] = self.zero_fill_ns
+        v[HW_EVICT_NS] = self.evict_ns
+        v[HW_DTOH_BW] = self.dtoh_bw_gbps
+        v[HW_HOST_FAULT_NS] = self.host_fault_ns
         return v
 
     def to_dict(self) -> dict:
@@ -54,6 +71,14 @@ class Hardware:
 _UVMSMART = ("DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc: bandwidth "
              "2a/pi*atan(b*KB), b = 0.07292")
 
+# the constants the oversubscription fit will set (docs/calibration.md); until then 0, which
+# keeps every preset's times what they were before the constants existed
+_EVICT_UNCAL = ("uncalibrated: 0 until fitted; a 64 MiB prefetch back to the CPU measured "
+                "~178 us per 2 MiB block against ~53 us charged (docs/calibration.md)")
+_DTOH_UNCAL = ("uncalibrated: 0 = the host-to-device curve; device-to-host was not measured "
+               "under eviction (docs/calibration.md)")
+_HOST_FAULT_UNCAL = "uncalibrated: 0 until fitted (CPU page-fault cost was not measured)"
+
 A100_PCIE4 = Hardware(
     name="a100-pcie4",
     batch_ns=45_000.0, fault_ns=500.0, transfer_latency_ns=1_000.0,
@@ -66,6 +91,9 @@ A100_PCIE4 = Hardware(
         ("bw_peak_gbps", "UVMSmart a = 24 for a 32 GB/s (PCIe 4 x16) link; " + _UVMSMART),
         ("bw_b", _UVMSMART),
         ("zero_fill_ns", "uncalibrated: GPU-side zero-fill taken as free"),
+        ("evict_ns", _EVICT_UNCAL),
+        ("dtoh_bw_gbps", _DTOH_UNCAL),
+        ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
 
 H100_PCIE5 = Hardware(
@@ -80,6 +108,9 @@ H100_PCIE5 = Hardware(
         ("bw_peak_gbps", "UVMSmart a = 48 for a 64 GB/s (PCIe 5 x16) link; " + _UVMSMART),
         ("bw_b", _UVMSMART),
         ("zero_fill_ns", "uncalibrated: GPU-side zero-fill taken as free"),
+        ("evict_ns", _EVICT_UNCAL),
+        ("dtoh_bw_gbps", _DTOH_UNCAL),
+        ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
 
 _CALIB = ("measured on an NVIDIA H200 (PCIe 5 x16, driver 580.159.04, CUDA 13.0), "
@@ -100,6 +131,9 @@ H200_PCIE5 = Hardware(
         ("bw_b", "bandwidth is flat from 4 KiB up; the fit hit its bound (any b >= ~10 fits "
                  "equally); " + _CALIB),
         ("zero_fill_ns", "not fitted (about 80 ns per page unexplained); " + _CALIB),
+        ("evict_ns", _EVICT_UNCAL),
+        ("dtoh_bw_gbps", _DTOH_UNCAL),
+        ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
 
 PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H100_PCIE5, A100_PCIE4)}
@@ -173,6 +207,201 @@ def get_hardware(hw: str | Hardware | None) -> Hardware:
     if hw in PRESETS:
         return PRESETS[hw]
     raise ConfigError(f"unknown hardware {hw!r}; presets: {', '.join(sorted(PRESETS))}")
+
+
+# ---------------------------------------------------------------------------------------
+# Model: the replay mechanisms and constants, bundled and named
+
+THRASHING_DEFAULTS = {
+    # uvm_perf_thrashing.c defaults: threshold 3, pin after 10 throttles, lapse 500 us,
+    # nap 1 lapse, pin 300 lapses (150 ms), epoch 2000 lapses (1 s)
+    "threshold": 3.0, "pin_threshold": 10.0, "lapse_us": 500.0, "nap_us": 500.0,
+    "pin_us": 150_000.0, "epoch_us": 1_000_000.0,
+}
+REMOTE_MODES = ("driver", "uvmsmart")
+# access-counter threshold per mode: the driver's uvm_perf_access_counter_threshold (256,
+# per 2 MiB); UVMSmart's migrate_threshold option default (10, per 64 KiB)
+AC_THRESHOLD_DEFAULTS = {"driver": 256.0, "uvmsmart": 10.0}
+
+
+@dataclass(frozen=True)
+class Model:
+    """What a replay models besides its policies and capacity: mechanisms and constants.
+
+    One frozen, hashable bundle that `simulate`, `sweep`, `simulate_multi`, the CLI
+    (`--model`) and the reference model all take, as a registered name (`MODELS`) or a
+    Model. "contract" (the default) has every option off: exactly docs/semantics.md's counts.
+    Keyword arguments of `simulate` that name a field override it (`get_model`).
+
+    Options (docs/semantics.md has their exact rules): `slices` replays kernels in v1.1
+    time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
+    driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `remote`,
+    `advise` and the access-counter settings as in docs/policies.md.
+    """
+
+    name: str = "contract"
+    hardware: Hardware | str = DEFAULT_HARDWARE
+    fault_batch_size: int = 256
+    slices: bool = False
+    host_access: bool = False
+    thrashing: bool = False
+    thrashing_params: tuple[tuple[str, float], ...] = ()
+    remote: str | None = None
+    advise: bool = False
+    access_counter_threshold: float | None = None
+    access_counter_penalty: float = 2.0
+    remote_access_ns: float = 200.0
+    doc: str = field(default="", compare=False)
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # a preset name becomes its Hardware, so a Model always carries its constants
+        object.__setattr__(self, "hardware", get_hardware(self.hardware))
+        fbs = self.fault_batch_size
+        if isinstance(fbs, bool) or not isinstance(fbs, (int, np.integer)) or fbs < 1:
+            raise ConfigError(f"model {self.name!r}: fault_batch_size must be an integer "
+                              f">= 1, got {fbs!r}")
+        object.__setattr__(self, "fault_batch_size", int(fbs))
+        for k in ("slices", "host_access", "thrashing", "advise"):
+            if not isinstance(getattr(self, k), (bool, np.bool_)):
+                raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
+                                  f"got {getattr(self, k)!r}")
+            object.__setattr__(self, k, bool(getattr(self, k)))
+        params = dict(self.thrashing_params)
+        bad = sorted(set(params) - set(THRASHING_DEFAULTS))
+        if bad:
+            raise ConfigError(f"unknown thrashing parameter {bad[0]!r}; known: "
+                              f"{', '.join(THRASHING_DEFAULTS)}")
+        for k, v in params.items():
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise ConfigError(f"thrashing parameter {k} must be a number >= 0, got {v!r}")
+        object.__setattr__(self, "thrashing_params",
+                           tuple(sorted((k, float(v)) for k, v in params.items())))
+        if self.remote is not None and self.remote not in REMOTE_MODES:
+            raise ConfigError(f"remote must be None or one of {list(REMOTE_MODES)}, "
+                              f"got {self.remote!r}")
+        for k in ("access_counter_penalty", "remote_access_ns"):
+            if not float(getattr(self, k)) >= 0.0:
+                raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")
+        if self.access_counter_threshold is not None and not self.access_counter_threshold > 0:
+            raise ConfigError(f"access_counter_threshold must be > 0, got "
+                              f"{self.access_counter_threshold}")
+
+    def thrashing_settings(self) -> dict[str, float]:
+        """THRASHING_DEFAULTS with this model's overrides."""
+        return {**THRASHING_DEFAULTS, **dict(self.thrashing_params)}
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["hardware"] = self.hardware.to_dict()
+        d["thrashing_params"] = dict(self.thrashing_params)
+        d["sources"] = dict(self.sources)
+        return d
+
+
+CONTRACT = Model(
+    name="contract",
+    doc="the spec's model (docs/semantics.md): every option off, the default",
+    sources=(("hardware", "h200-pcie5, measured (docs/calibration.md)"),
+             ("fault_batch_size", "256: the spec's batch (driver-model.md)")))
+
+H200 = Model(
+    name="h200",
+    hardware=H200_PCIE5,
+    fault_batch_size=256,
+    slices=True,
+    host_access=True,
+    thrashing=False,
+    doc="predicting a real H200 under oversubscription: v1.1 time slices and host "
+        "accesses on; constants as calibrated until the oversubscription fit",
+    sources=(
+        ("hardware", "h200-pcie5: " + _CALIB),
+        ("fault_batch_size", "256, the driver's batch; the real driver services ~28 faults "
+                             "per batch on some patterns (docs/calibration.md); not fitted"),
+        ("slices", "on: v1.1 traces carry re-touches within a kernel; a v1 trace replays "
+                   "as before"),
+        ("host_access", "on: v1.1 traces carry CPU touches of managed memory between "
+                        "events"),
+        ("thrashing", "off: uvm_perf_thrashing.c tracks a block's pages only once two "
+                      "consecutive migrations of it go to different processors, and skips "
+                      "eviction migrations, so one GPU refaulting after evictions is never "
+                      "throttled (docs/model.md)")))
+
+MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200)}
+DEFAULT_MODEL = "contract"
+
+
+def get_model(model: "str | Model | None" = None, **overrides) -> Model:
+    """A registered name (None: the default) or a Model, with the given fields replaced.
+
+    Overrides that are None keep the model's value; `thrashing` may be a bool or a dict of
+    THRASHING_DEFAULTS overrides (which turns it on); `hardware` a preset name or Hardware.
+    """
+    if model is None:
+        base = MODELS[DEFAULT_MODEL]
+    elif isinstance(model, Model):
+        base = model
+    elif isinstance(model, str) and model in MODELS:
+        base = MODELS[model]
+    else:
+        raise ConfigError(f"unknown model {model!r}; presets: {', '.join(sorted(MODELS))}")
+    ch = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(ch) - {f.name for f in dataclasses.fields(Model)})
+    if unknown:
+        raise ConfigError(f"a model has no setting {unknown[0]!r}")
+    if "thrashing" in ch:
+        t = ch["thrashing"]
+        if isinstance(t, dict):
+            ch["thrashing"] = True
+            ch["thrashing_params"] = tuple(t.items())
+        elif isinstance(t, (bool, np.bool_)):
+            ch["thrashing"] = bool(t)
+        else:
+            raise ConfigError(f"thrashing must be True, False or a dict of parameters, "
+                              f"got {t!r}")
+    if not ch:
+        return base
+    return dataclasses.replace(base, **ch)
+
+
+FITTED = "fitted: see docs/validation.md"
+
+
+def model_from_constants(constants: dict, *, base: "str | Model" = "h200",
+                         name: str | None = None, source: str = FITTED) -> Model:
+    """The fitting hook: `base` with the given constants set, each one's source `source`.
+
+    Keys are Hardware time constants (batch_ns, fault_ns, transfer_latency_ns, bw_peak_gbps,
+    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns), `fault_batch_size`, or
+    thrashing parameters (THRASHING_DEFAULTS; they do not switch thrashing on). A fit writes
+    its result as e.g. `MODELS["h200"] = model_from_constants(fit)`.
+    """
+    m = get_model(base)
+    hw_keys = {f.name for f in dataclasses.fields(Hardware)} - {"name", "sources"}
+    known = hw_keys | {"fault_batch_size"} | set(THRASHING_DEFAULTS)
+    unknown = sorted(set(constants) - known)
+    if unknown:
+        raise ConfigError(f"model_from_constants: unknown constant {unknown[0]!r}; known: "
+                          f"{', '.join(sorted(known))}")
+    hw_ch = {k: float(v) for k, v in constants.items() if k in hw_keys}
+    hw = m.hardware
+    if hw_ch:
+        hsrc = dict(hw.sources)
+        hsrc.update({k: source for k in hw_ch})
+        hw = dataclasses.replace(hw, name=f"{name or m.name}-fitted", sources=tuple(hsrc.items()),
+                                 **hw_ch)
+    ch: dict = {"hardware": hw}
+    src = dict(m.sources)
+    if hw_ch:
+        src["hardware"] = f"{hw.name}: {', '.join(sorted(hw_ch))} {source}"
+    if "fault_batch_size" in constants:
+        ch["fault_batch_size"] = int(constants["fault_batch_size"])
+        src["fault_batch_size"] = source
+    th = {k: float(v) for k, v in constants.items() if k in THRASHING_DEFAULTS}
+    if th:
+        ch["thrashing_params"] = tuple({**dict(m.thrashing_params), **th}.items())
+        src.update({f"thrashing.{k}": source for k in th})
+    return dataclasses.replace(m, name=name or m.name, sources=tuple(src.items()), **ch)
 
 
 def capacity_chunks(peak_blocks: int, *, oversub: float | None = None,

@@ -20,14 +20,15 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .config import Hardware, capacity_chunks as _capacity, get_hardware, get_translation
+from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
 from .engine.build import engine_for
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
 from .results import Result, make_result
-from .simulate import _as_trace, block_service_rank, block_vbase
+from .simulate import (_as_trace, block_service_rank, block_vbase, check_model_trace,
+                       feature_vector)
 from .trace import Trace, TraceArrays
 
 _PAGE_FIELDS = ("page_block", "row_page")  # hold dense pages or blocks: offset
@@ -78,6 +79,10 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
         off["e"] += T.ev_op.size
         ten_ev.append(off["e"])
         k_off.append(off["k"])
+    if any(p.size for p in parts["row_slices"]):
+        # some tenants have slices: a tenant without them has every row in slice 0
+        parts["row_slices"] = [p if p.size else np.ones(tr.arrays.row_page.size, np.uint64)
+                               for p, tr in zip(parts["row_slices"], traces)]
     parts["ev_seg_start"].append(np.array([off["s"]], traces[0].arrays.ev_seg_start.dtype))
     parts["k_row_start"].append(np.array([off["r"]], traces[0].arrays.k_row_start.dtype))
     arrays = TraceArrays(*(np.ascontiguousarray(np.concatenate(parts[f]))
@@ -104,63 +109,71 @@ class MultiResult:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def _run(traces: list[Trace], cap: int, pf, ev, hw, batch: int, pf_params, ev_params,
-         seed: int, tr, model: str) -> tuple[list[Result], list[float]]:
+def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
+         seed: int, tr, engine: str) -> tuple[list[Result], list[float]]:
     m = merge_traces(traces)
     T = m.arrays
+    check_model_trace(mdl, T)
+    batch = mdl.fault_batch_size
     n_t = len(traces)
     n_pages, n_blocks = int(T.page_block.size), int(T.b_alloc.size)
     n_k = int(m.k_off[-1])
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
-    S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, hw.vector(), translation=tr,
-                  b_vbase=m.b_vbase, n_out_rows=n_t)
+    S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
+                  translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t,
+                  features=feature_vector(mdl))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
-    if model == "fast":
+    if engine == "fast":
         engine_for(pf, ev).replay_clocked(pst, est, S, engine_trace(T), batch, m.ten_ev,
                                           ten_out, clock)
-    elif model == "reference":
+    else:
         from .reference.model import ReferenceModel
         ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch).replay(m.ten_ev, ten_out,
                                                                            clock)
-    else:
-        raise ConfigError(f"model must be 'fast' or 'reference', got {model!r}")
     out = []
     for i, t in enumerate(traces):
         rows = np.r_[m.k_off[i]:m.k_off[i + 1], n_k + i]
         out.append(make_result(t, S.counts[rows], S.times[rows], cap,
-                               {"tenant": i, "model": model}))
+                               {"tenant": i, "model": mdl.name, "engine": engine}))
     return out, [float(c) for c in clock]
 
 
 def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
+                   model: str | Model | None = None,
                    oversub: float | None = None, capacity_bytes: int | None = None,
                    capacity_chunks: int | None = None, prefetch: Any = "density",
                    evict: Any = "lru2m", hardware: str | Hardware | None = None,
-                   fault_batch_size: int = 256,
+                   fault_batch_size: int | None = None,
                    prefetch_params: dict[str, float] | None = None,
                    evict_params: dict[str, float] | None = None, seed: int = 0,
-                   translation: Any = None, model: str = "fast") -> MultiResult:
+                   translation: Any = None, engine: str = "fast",
+                   **overrides: Any) -> MultiResult:
     """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
 
     Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
-    peak blocks. `model="reference"` computes the same with the SimPy reference model.
+    peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
+    thrashing) as in `uvmsim.simulate`; remote mapping and hints are not modelled with
+    tenants. `engine="reference"` computes the same with the SimPy reference model.
     """
     ts = [_as_trace(t) for t in traces]
     if not ts:
         raise ConfigError("simulate_multi needs at least one trace")
-    pf, ev, hw = get_prefetch(prefetch), get_evict(evict), get_hardware(hardware)
-    if int(fault_batch_size) < 1:
-        raise ConfigError(f"fault_batch_size must be >= 1, got {fault_batch_size}")
-    batch = int(fault_batch_size)
+    if engine not in ("fast", "reference"):
+        raise ConfigError(f"engine must be 'fast' or 'reference', got {engine!r}")
+    mdl = get_model(model, hardware=hardware, fault_batch_size=fault_batch_size, **overrides)
+    if mdl.remote is not None or mdl.advise:
+        raise ConfigError("remote/advise are not yet modelled with several tenants")
+    pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
+    batch = mdl.fault_batch_size
     peak = sum(t.peak_blocks for t in ts)
     cap = _capacity(peak, oversub=oversub, capacity_bytes=capacity_bytes,
                     capacity_chunks=capacity_chunks)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     tr = get_translation(translation)
-    args = (cap, pf, ev, hw, batch, pf_params, ev_params, seed, tr, model)
+    args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
     shared, finish = _run(ts, *args)
     alone, alone_ns = [], []
     for t in ts:
@@ -176,5 +189,6 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
             "walk_queue_ns", "translation_ns", "driver_wait_ns")}})
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
-              "translation": tr.to_dict() if tr is not None else None, "model": model}
+              "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
+              "engine": engine}
     return MultiResult(shared, alone, finish, alone_ns, slow, table, config)

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import Hardware, capacity_chunks as _capacity, get_hardware, get_translation
+from .config import (AC_THRESHOLD_DEFAULTS, THRASHING_DEFAULTS, Hardware, Model,  # noqa: F401
+                     capacity_chunks as _capacity, get_model, get_translation)
 from .engine.build import engine_for
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
@@ -28,35 +29,23 @@ def block_service_rank(trace: Trace) -> np.ndarray:
     return rank
 
 
+# the engine's codes of the remote-mapping modes (uvmsim.engine.state)
+REMOTE_CODES = {"driver": 1, "uvmsmart": 2}
+
+
 def block_vbase(T, tenant: int = 0) -> np.ndarray:
     """Translation base of each VA block: tenant << 44 | virtual page of window position 0."""
     return (np.int64(tenant) << np.int64(44)) + (T.b_first_vpage.astype(np.int64)
                                                  - T.b_lo.astype(np.int64))
 
 
-THRASHING_DEFAULTS = {
-    # uvm_perf_thrashing.c defaults: threshold 3, pin after 10 throttles, lapse 500 us,
-    # nap 1 lapse, pin 300 lapses (150 ms), epoch 2000 lapses (1 s)
-    "threshold": 3.0, "pin_threshold": 10.0, "lapse_us": 500.0, "nap_us": 500.0,
-    "pin_us": 150_000.0, "epoch_us": 1_000_000.0,
-}
-REMOTE_MODES = {"driver": 1, "uvmsmart": 2}
-# access-counter threshold per mode: the driver's uvm_perf_access_counter_threshold (256,
-# per 2 MiB); UVMSmart's migrate_threshold option default (10, per 64 KiB)
-AC_THRESHOLD_DEFAULTS = {"driver": 256.0, "uvmsmart": 10.0}
-
-
-def feature_vector(*, thrashing: bool | dict[str, float] = False, remote: str | None = None,
-                   advise: bool = False, access_counter_threshold: float | None = None,
-                   access_counter_penalty: float = 2.0,
-                   remote_access_ns: float = 200.0) -> np.ndarray:
-    """The engine's fcfg vector for the optional mechanisms (see simulate())."""
+def feature_vector(model: Model) -> np.ndarray:
+    """The engine's fcfg vector for a model's optional mechanisms (docs/policies.md,
+    docs/semantics.md)."""
     from .engine import state as st
     f = np.zeros(st.N_FCFG, np.float64)
-    if thrashing:
-        p = dict(THRASHING_DEFAULTS)
-        if isinstance(thrashing, dict):
-            p.update(resolve_params(THRASHING_DEFAULTS, thrashing, "thrashing"))
+    if model.thrashing:
+        p = model.thrashing_settings()
         f[st.F_THRASH] = 1.0
         f[st.F_THRESH] = p["threshold"]
         f[st.F_PIN_THRESH] = p["pin_threshold"]
@@ -64,20 +53,18 @@ def feature_vector(*, thrashing: bool | dict[str, float] = False, remote: str | 
         f[st.F_NAP_NS] = p["nap_us"] * 1e3
         f[st.F_PIN_NS] = p["pin_us"] * 1e3
         f[st.F_EPOCH_NS] = p["epoch_us"] * 1e3
-    if remote is not None:
-        if remote not in REMOTE_MODES:
-            raise ConfigError(f"remote must be None or one of {sorted(REMOTE_MODES)}, "
-                              f"got {remote!r}")
-        f[st.F_REMOTE] = REMOTE_MODES[remote]
-        f[st.F_AC_THRESH] = (AC_THRESHOLD_DEFAULTS[remote] if access_counter_threshold is None
-                             else float(access_counter_threshold))
-        f[st.F_AC_PENALTY] = float(access_counter_penalty)
-    if advise:
+    if model.remote is not None:
+        f[st.F_REMOTE] = REMOTE_CODES[model.remote]
+        f[st.F_AC_THRESH] = (AC_THRESHOLD_DEFAULTS[model.remote]
+                             if model.access_counter_threshold is None
+                             else float(model.access_counter_threshold))
+        f[st.F_AC_PENALTY] = float(model.access_counter_penalty)
+    if model.advise:
         f[st.F_ADVISE] = 1.0
-    if not float(remote_access_ns) >= 0.0:
-        raise ConfigError(f"remote_access_ns must be >= 0, got {remote_access_ns}")
-    f[st.F_REMOTE_NS] = float(remote_access_ns)
-    f[st.F_ON] = float(bool(thrashing) or remote is not None or bool(advise))
+    f[st.F_REMOTE_NS] = float(model.remote_access_ns)
+    f[st.F_ON] = float(model.thrashing or model.remote is not None or model.advise)
+    f[st.F_SLICES] = float(model.slices)
+    f[st.F_HOST_ACCESS] = float(model.host_access)
     return f
 
 
@@ -89,17 +76,25 @@ def _as_trace(trace: Trace | str | os.PathLike) -> Trace:
     raise ConfigError(f"trace must be a Trace or a path, got {type(trace).__name__}")
 
 
-def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
-             capacity_bytes: int | None = None, capacity_chunks: int | None = None,
-             prefetch: Any = "density", evict: Any = "lru2m",
-             hardware: str | Hardware | None = None, fault_batch_size: int = 256,
+def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = None,
+             oversub: float | None = None, capacity_bytes: int | None = None,
+             capacity_chunks: int | None = None, prefetch: Any = "density",
+             evict: Any = "lru2m", hardware: str | Hardware | None = None,
+             fault_batch_size: int | None = None,
              prefetch_params: dict[str, float] | None = None,
              evict_params: dict[str, float] | None = None, seed: int = 0,
              keep_state: bool = False, translation: Any = None,
-             thrashing: bool | dict[str, float] = False, remote: str | None = None,
-             advise: bool = False, access_counter_threshold: float | None = None,
-             access_counter_penalty: float = 2.0, remote_access_ns: float = 200.0) -> Result:
+             slices: bool | None = None, host_access: bool | None = None,
+             thrashing: bool | dict[str, float] | None = None, remote: str | None = None,
+             advise: bool | None = None, access_counter_threshold: float | None = None,
+             access_counter_penalty: float | None = None,
+             remote_access_ns: float | None = None) -> Result:
     """Replay `trace` and return its counts (driver-model.md) and simulated time.
+
+    `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
+    every option off) bundles the mechanisms, `fault_batch_size` and the hardware preset;
+    `model="h200"` is the H200 model (v1.1 time slices and host accesses on). Every other
+    argument left at None takes the model's value; one given overrides it.
 
     Capacity is one of `oversub` (factor f: floor(peak_blocks / f) chunks, at least 1),
     `capacity_bytes` or `capacity_chunks`; none means factor 1. Policies are registered
@@ -108,24 +103,27 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
     (a uvmsim.config.Translation, a dict of its fields, or True for its defaults) turns on
     the TLB and page-walk model; off (None), counts and times are exactly driver-model.md.
 
-    Optional mechanisms (docs/policies.md), all off by default: `thrashing` (True, or a dict
-    overriding THRASHING_DEFAULTS) detects thrashing pages and throttles or pins them as the
-    driver does; `remote` ("driver": access counters on remotely mapped pages; "uvmsmart":
-    UVMSmart's adaptive delayed migration of reads) with `access_counter_threshold` and
-    `access_counter_penalty`; `advise=True` applies the trace's cudaMemAdvise events. A
-    remote access costs `remote_access_ns` per access (the row's `count`).
+    Optional mechanisms (docs/semantics.md, docs/policies.md), all off in "contract":
+    `slices` replays each kernel in its v1.1 time-slice passes; `host_access` applies v1.1
+    host_access events (counts `dtoh_bytes_host`, `host_populated_pages` in Result.extra);
+    `thrashing` (True, or a dict overriding THRASHING_DEFAULTS) detects thrashing pages and
+    throttles or pins them as the driver does; `remote` ("driver": access counters on
+    remotely mapped pages; "uvmsmart": UVMSmart's adaptive delayed migration of reads) with
+    `access_counter_threshold` and `access_counter_penalty`; `advise=True` applies the
+    trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
     """
-    run = prepare(trace, oversub=oversub, capacity_bytes=capacity_bytes,
+    run = prepare(trace, model=model, oversub=oversub, capacity_bytes=capacity_bytes,
                   capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
                   hardware=hardware, fault_batch_size=fault_batch_size,
                   prefetch_params=prefetch_params, evict_params=evict_params, seed=seed,
-                  translation=translation, features=feature_vector(
-                      thrashing=thrashing, remote=remote, advise=advise,
-                      access_counter_threshold=access_counter_threshold,
-                      access_counter_penalty=access_counter_penalty,
-                      remote_access_ns=remote_access_ns))
-    if run.features[0] and run.translation is not None:  # features[F_ON]
-        raise ConfigError("thrashing/remote/advise are not yet modelled with translation on")
+                  translation=translation, slices=slices, host_access=host_access,
+                  thrashing=thrashing, remote=remote, advise=advise,
+                  access_counter_threshold=access_counter_threshold,
+                  access_counter_penalty=access_counter_penalty,
+                  remote_access_ns=remote_access_ns)
+    m = run.model
+    if run.translation is not None and (m.remote is not None or m.advise):
+        raise ConfigError("remote/advise are not yet modelled with translation on")
     trace, T, S = run.trace, run.trace.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.translation is None:
@@ -135,7 +133,6 @@ def simulate(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
         eng.replay_clocked(run.pst, run.est, S, engine_trace(T), run.fault_batch_size,
                            np.array([0, T.ev_op.size], np.int64),
                            np.array([trace.n_kernels], np.int64), np.zeros(1))
-    run.config.update(thrashing=thrashing, remote=remote, advise=advise)
     return run.result(keep_state)
 
 
@@ -154,6 +151,7 @@ class Prepared:
     capacity: int
     fault_batch_size: int
     translation: Any
+    model: Model
     features: np.ndarray
     state: Any
     config: dict[str, Any]
@@ -167,24 +165,39 @@ class Prepared:
         return r
 
 
-def prepare(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
-            capacity_bytes: int | None = None, capacity_chunks: int | None = None,
-            prefetch: Any = "density", evict: Any = "lru2m",
-            hardware: str | Hardware | None = None, fault_batch_size: int = 256,
-            prefetch_params: dict[str, float] | None = None,
+def check_model_trace(model: Model, T) -> None:
+    """Validate the v1.1 arrays a model's options index before compiled code reads them."""
+    if model.slices and T.row_slices.size:
+        if T.row_slices.size != T.row_page.size:
+            raise ConfigError(f"trace arrays: row_slices has {T.row_slices.size} entries for "
+                              f"{T.row_page.size} access rows")
+        ns = T.k_nslices
+        if ns.size != T.k_row_start.size - 1 or (ns.size and (ns.min() < 1 or ns.max() > 64)):
+            raise ConfigError("trace arrays: k_nslices must hold 1..64 for every kernel")
+
+
+def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = None,
+            oversub: float | None = None, capacity_bytes: int | None = None,
+            capacity_chunks: int | None = None, prefetch: Any = "density",
+            evict: Any = "lru2m", prefetch_params: dict[str, float] | None = None,
             evict_params: dict[str, float] | None = None, seed: int = 0,
-            translation: Any = None, features: np.ndarray | None = None) -> Prepared:
-    """Check the arguments of `simulate` and build everything a replay starts from."""
+            translation: Any = None, **overrides: Any) -> Prepared:
+    """Check the arguments of `simulate` and build everything a replay starts from.
+
+    `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
+    host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
+    remote_access_ns): None keeps the model's value.
+    """
     trace = _as_trace(trace)
+    m = get_model(model, **overrides)
     pf = get_prefetch(prefetch)
     ev = get_evict(evict)
-    hw = get_hardware(hardware)
-    if int(fault_batch_size) < 1:
-        raise ConfigError(f"fault_batch_size must be >= 1, got {fault_batch_size}")
-    fault_batch_size = int(fault_batch_size)
+    hw = m.hardware
+    fault_batch_size = m.fault_batch_size
     cap = _capacity(trace.peak_blocks, oversub=oversub, capacity_bytes=capacity_bytes,
                     capacity_chunks=capacity_chunks)
     T = trace.arrays
+    check_model_trace(m, T)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     n_pages = int(T.page_block.size)
@@ -192,13 +205,17 @@ def prepare(trace: Trace | str | os.PathLike, *, oversub: float | None = None,
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
     tr = get_translation(translation)
-    fv = feature_vector() if features is None else features
+    fv = feature_vector(m)
     S = new_state(n_pages, n_blocks, cap, trace.n_kernels, fault_batch_size,
                   block_service_rank(trace), hw.vector(), translation=tr,
                   b_vbase=block_vbase(T), features=fv)
-    config = {"prefetch": pf.name, "evict": ev.name, "prefetch_params": pf_params,
-              "evict_params": ev_params, "hardware": hw.name, "fault_batch_size":
-              fault_batch_size, "oversub": oversub, "capacity_chunks": cap, "seed": seed,
+    config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
+              "prefetch_params": pf_params, "evict_params": ev_params, "hardware": hw.name,
+              "fault_batch_size": fault_batch_size, "oversub": oversub,
+              "capacity_chunks": cap, "seed": seed,
               "trace": str(trace.path) if trace.path else None,
-              "translation": tr.to_dict() if tr is not None else None}
-    return Prepared(trace, pf, ev, pst, est, cap, fault_batch_size, tr, fv, S, config)
+              "translation": tr.to_dict() if tr is not None else None,
+              "slices": m.slices, "host_access": m.host_access,
+              "thrashing": m.thrashing_settings() if m.thrashing else False,
+              "remote": m.remote, "advise": m.advise, "engine": "fast"}
+    return Prepared(trace, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config)

@@ -35,6 +35,7 @@ def _run_one(path: str | None, trace: Trace | None, point: dict[str, Any],
     row = dict(point)
     row.update(r.summary)
     row.update(r.extra)
+    row["model"] = r.config["model"]
     row["hardware"] = r.config["hardware"]
     row["compute_ns"] = float(r.kernels["compute_ns"].sum())
     return row
@@ -49,18 +50,22 @@ def grid(*, oversub: Iterable[float] = (1.0,), prefetch: Iterable[Any] = ("densi
 
 def sweep(trace: Trace | str | os.PathLike, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
           prefetch: Sequence[Any] = ("none", "64k", "2m", "density"),
-          evict: Sequence[Any] = ("lru2m",), hardware: Any = None,
-          fault_batch_size: int = 256, jobs: int | None = None, backend: str = "process",
+          evict: Sequence[Any] = ("lru2m",), model: Any = None, hardware: Any = None,
+          fault_batch_size: int | None = None, jobs: int | None = None,
+          backend: str = "process",
           progress: bool = True, drop_out_of_range: bool = False,
           client: Any = None, **options: Any) -> pd.DataFrame:
     """Replay `trace` at every grid point; one row per point with the summary counts,
     `sim_time_ns`, `compute_ns` (sum of kernel durations) and `slowdown` (sim_time over the
-    same policies at factor 1 when the grid has it, else over compute time). Other keyword
-    arguments (translation=, thrashing=, ...) go to every `simulate` call."""
+    same policies at factor 1 when the grid has it, else over compute time). `model` (a
+    name in uvmsim.config.MODELS or a Model) and the other keyword arguments
+    (translation=, thrashing=, slices=, ...) go to every `simulate` call."""
     points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
     if not points:
         raise ConfigError("empty sweep grid")
-    common = dict(hardware=hardware, fault_batch_size=fault_batch_size, **options)
+    from .config import get_model
+    get_model(model)  # an unknown preset fails here, once, not in every worker
+    common = dict(model=model, hardware=hardware, fault_batch_size=fault_batch_size, **options)
     path = None
     tr: Trace | None = None
     if isinstance(trace, Trace):

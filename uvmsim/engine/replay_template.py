@@ -49,10 +49,10 @@ def evict_one(est, S, T, out_row, tick):
                 S.pstate[d] = ps & ~(RES | DUP)
                 ndup += 1
             if run:
-                S.tacc[0] += transfer_ns(S.hw, run * 4096)
+                S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
                 run = 0
     if run:
-        S.tacc[0] += transfer_ns(S.hw, run * 4096)
+        S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
     if n + ndup == 0:
         raise RuntimeError("eviction policy named a range with no resident page")
     S.counts[out_row, C_DTOH_EVICT] += n * 4096
@@ -62,6 +62,7 @@ def evict_one(est, S, T, out_row, tick):
     if S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
         S.counts[out_row, C_EVICTED] += 1
+        S.tacc[0] += S.hw[HW_EVICT_NS]
 
 
 @_jit
@@ -221,43 +222,90 @@ def pmask_span(S, lo, hi, first, last):
 
 
 @_jit
+def service_now(pst, est, S, T, nb, k, tick):
+    """Service kernel k's open fault batch (unclocked); returns the stall it adds."""
+    S.tacc[0] = 0.0
+    service_batch(pst, est, S, T, nb, k, tick)
+    S.times[k, T_TRANSFER] += S.tacc[0]
+    return S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
+
+
+@_jit
+def kernel_passes(S, T, k):
+    """Passes of kernel k's rows: its n_slices with the slices option on (docs/semantics.md),
+    else 1."""
+    if S.fcfg[F_SLICES] != 0 and T.row_slices.size:
+        return T.k_nslices[k]
+    return 1
+
+
+@_jit
+def pass_rows(T, r0, r1, bit):
+    """Rows of a kernel in the pass whose slice bit is `bit`."""
+    m = 0
+    for r in range(r0, r1):
+        if T.row_slices[r] & bit:
+            m += 1
+    return m
+
+
+@_jit
+def compute_ns(T, k):
+    """Kernel k's traced compute time; 0 when unknown."""
+    dur = T.k_duration_ns[k]
+    return dur if dur > 0.0 else 0.0
+
+
+@_jit
 def run_kernel(pst, est, S, T, k, batch_size):
-    """Replay one kernel's access rows with fault batching; returns its stall time."""
+    """Replay one kernel's access rows with fault batching, in one pass or (slices option)
+    one pass per time slice over the rows touched in it; the open batch carries across
+    passes. Pass s issues its rows evenly over [s/n, (s+1)/n) of the kernel's compute time
+    on the mechanisms' clock (read only when they are on)."""
     r0 = T.k_row_start[k]
     r1 = T.k_row_start[k + 1]
     nb = 0
     stall = 0.0
     ft = S.fcfg[F_ON] != 0
-    for r in range(r0, r1):
-        d = T.row_page[r]
-        ps = S.pstate[d]
-        if ps & RES:
-            if ps & DUP and T.row_flags[r] & 6:
-                ft_write_dup(S, d)
-            blk = T.page_block[d]
-            EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
-            continue
-        if ps & INB:
-            continue
-        if T.a_host[T.b_alloc[T.page_block[d]]]:
-            continue
-        if ft:
-            # thrashing, remote mapping, hints: True when the access is served remotely
-            if ft_miss(S, T, k, r, d, ft_now(S, T, k, r, stall)):
+    dur = compute_ns(T, k)
+    t0 = S.fcfg[F_CLOCK]
+    n_pass = kernel_passes(S, T, k)
+    sliced = n_pass > 1
+    width = dur / n_pass
+    for s in range(n_pass):
+        bit = np.uint64(1) << np.uint64(s)
+        m = pass_rows(T, r0, r1, bit) if sliced else r1 - r0
+        gap = dur / (n_pass * m) if m > 0 else 0.0
+        base = t0 + s * width
+        j = -1
+        for r in range(r0, r1):
+            # one pass (the hot loop): `sliced` is False and no slice bit is read
+            if sliced and not (T.row_slices[r] & bit):
                 continue
+            j += 1
+            d = T.row_page[r]
             ps = S.pstate[d]
-        nb = add_fault(S, T, k, r, d, ps, nb)
-        if nb == batch_size:
-            S.tacc[0] = 0.0
-            service_batch(pst, est, S, T, nb, k, r)
-            stall += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
-            S.times[k, T_TRANSFER] += S.tacc[0]
-            nb = 0
+            if ps & RES:
+                if ps & DUP and T.row_flags[r] & 6:
+                    ft_write_dup(S, d)
+                blk = T.page_block[d]
+                EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
+                continue
+            if ps & INB:
+                continue
+            if T.a_host[T.b_alloc[T.page_block[d]]]:
+                continue
+            if ft:
+                # thrashing, remote mapping, hints: True when the access is served remotely
+                if ft_miss(S, T, k, r, d, base + j * gap + stall + S.fcfg[F_PEND_NS]):
+                    continue
+                ps = S.pstate[d]
+            nb = add_fault(S, T, k, r, d, ps, nb)
+            if nb == batch_size:
+                stall += service_now(pst, est, S, T, nb, k, r)
+                nb = 0
     if nb:
-        S.tacc[0] = 0.0
-        service_batch(pst, est, S, T, nb, k, r1)
-        stall += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
-        S.times[k, T_TRANSFER] += S.tacc[0]
+        stall += service_now(pst, est, S, T, nb, k, r1)
     if ft:
         stall = ft_end_kernel(S, T, k, stall)
     S.times[k, T_STALL] += stall
@@ -282,7 +330,7 @@ def range_event(pst, est, S, T, e, out_row, tick):
             lo = T.page_pos[T.seg_first[seg]] if blk == b_first else T.b_lo[blk]
             hi = T.page_pos[T.seg_last[seg]] if blk == b_last else T.b_hi[blk]
             if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
-                prefetch_to_cpu(est, S, T, blk, lo, hi, out_row)
+                prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, C_DTOH_API)
                 continue
             cause = CAUSE_API
             if op == OP_HTOD:
@@ -295,10 +343,12 @@ def range_event(pst, est, S, T, e, out_row, tick):
 
 
 @_jit
-def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row):
-    """cudaMemPrefetchAsync to the CPU: copy resident pages back; free an emptied chunk."""
+def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, col):
+    """Copy a block's resident pages lo..hi back to the host, counted in column `col`
+    (cudaMemPrefetchAsync to the CPU, or a host access); free an emptied chunk. Returns
+    the pages copied."""
     if S.b_chunk[blk] < 0:
-        return
+        return 0
     p0 = T.b_page0[blk] - T.b_lo[blk]
     n = 0
     run = 0
@@ -309,16 +359,52 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row):
             n += 1
             run += 1
         elif run:
-            S.tacc[0] += transfer_ns(S.hw, run * 4096)
+            S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
             run = 0
     if run:
-        S.tacc[0] += transfer_ns(S.hw, run * 4096)
-    S.counts[out_row, C_DTOH_API] += n * 4096
+        S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
+    S.counts[out_row, col] += n * 4096
     if n and S.xli[XL_ON]:
         tlb_shootdown(S, blk, lo, hi)
     S.b_nres[blk] -= n
     if n and S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
+    return n
+
+
+@_jit
+def host_access_event(est, S, T, e, out_row):
+    """host_access (v1.1, option): the CPU touched the event's range (clipped to live
+    non-host allocations). GPU-resident pages are copied back (dtoh_bytes_host) and stay
+    populated, an emptied chunk returns to the pool; unpopulated pages become populated
+    with no transfer (host_populated_pages). Each such page costs HW_HOST_FAULT_NS on top
+    of the copies. Leaves the event's time in S.tacc."""
+    S.tacc[0] = 0.0
+    moved = 0
+    thrash = S.fcfg[F_THRASH] != 0
+    for seg in range(T.ev_seg_start[e], T.ev_seg_start[e + 1]):
+        if T.a_host[T.seg_alloc[seg]]:
+            continue
+        b_first, b_last = for_each_block(T, seg)
+        for blk in range(b_first, b_last + 1):
+            lo = T.page_pos[T.seg_first[seg]] if blk == b_first else T.b_lo[blk]
+            hi = T.page_pos[T.seg_last[seg]] if blk == b_last else T.b_hi[blk]
+            p0 = T.b_page0[blk] - T.b_lo[blk]
+            for pos in range(lo, hi + 1):
+                d = p0 + pos
+                ps = S.pstate[d]
+                if ps & RES:
+                    if thrash:
+                        # a CPU fault migrating the page back is a migration event
+                        ft_thrash_event(S, d, S.fcfg[F_CLOCK])
+                elif not (ps & POP):
+                    S.pstate[d] = ps | POP
+                    S.counts[out_row, C_HOST_POP] += 1
+                    moved += 1
+            moved += prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, C_DTOH_HOST)
+    S.times[out_row, T_TRANSFER] += S.tacc[0]
+    S.tacc[0] += moved * S.hw[HW_HOST_FAULT_NS]
+    S.times[out_row, T_STALL] += S.tacc[0]
 
 
 @_jit
@@ -352,6 +438,12 @@ def replay(pst, est, S, T, batch_size):
             free_alloc(est, S, T, T.ev_alloc[e])
         elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
             range_event(pst, est, S, T, e, outside, tick)
+            if S.fcfg[F_ON] != 0:
+                S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + S.tacc[0]
+        elif op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0:
+            host_access_event(est, S, T, e, outside)
+            if S.fcfg[F_ON] != 0:
+                S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + S.tacc[0]
         elif op == OP_ADVISE and S.fcfg[F_ADVISE] != 0:
             ft_advise(S, T, e)
     return 0
@@ -435,42 +527,68 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
     """run_kernel on a clock starting at t0; returns when the kernel ends.
 
-    Rows issue evenly over the kernel's compute time, shifted by the stalls so far; each
-    non-host row is translated (if on); fault batches wait for the driver. The kernel ends
-    when its compute, its stalls and its last walk are done.
+    Rows issue evenly over the kernel's compute time (each slice pass over its share of
+    it), shifted by the stalls so far; each non-host row is translated (if on); fault
+    batches wait for the driver. The kernel ends when its compute, its stalls and its last
+    walk are done.
     """
     r0 = T.k_row_start[k]
     r1 = T.k_row_start[k + 1]
-    dur = T.k_duration_ns[k]
-    if not dur > 0.0:
-        dur = 0.0
-    gap = dur / (r1 - r0) if r1 > r0 else 0.0
+    dur = compute_ns(T, k)
     xl = S.xli[XL_ON] != 0
+    ft = S.fcfg[F_ON] != 0
+    if ft:
+        S.fcfg[F_CLOCK] = t0
     nb = 0
     stall = 0.0
     last = t0
-    for r in range(r0, r1):
-        d = T.row_page[r]
-        if T.a_host[T.b_alloc[T.page_block[d]]]:
-            continue
-        t = t0 + (r - r0) * gap + stall
-        if xl:
-            ready = translate(S, T, d, t, k)
-            if ready > last:
-                last = ready
-        ps = S.pstate[d]
-        if ps & RES:
-            blk = T.page_block[d]
-            EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
-            continue
-        if ps & INB:
-            continue
-        nb = add_fault(S, T, k, r, d, ps, nb)
-        if nb == batch_size:
-            stall += service_clocked(pst, est, S, T, nb, k, r, t)
-            nb = 0
+    n_pass = kernel_passes(S, T, k)
+    sliced = n_pass > 1
+    width = dur / n_pass
+    for s in range(n_pass):
+        bit = np.uint64(1) << np.uint64(s)
+        m = pass_rows(T, r0, r1, bit) if sliced else r1 - r0
+        gap = dur / (n_pass * m) if m > 0 else 0.0
+        base = t0 + s * width
+        j = -1
+        for r in range(r0, r1):
+            if sliced and not (T.row_slices[r] & bit):
+                continue
+            j += 1
+            d = T.row_page[r]
+            if T.a_host[T.b_alloc[T.page_block[d]]]:
+                continue
+            t = base + j * gap + stall
+            if ft:
+                t += S.fcfg[F_PEND_NS]
+            if xl:
+                ready = translate(S, T, d, t, k)
+                if ready > last:
+                    last = ready
+            ps = S.pstate[d]
+            if ps & RES:
+                if ps & DUP and T.row_flags[r] & 6:
+                    ft_write_dup(S, d)
+                blk = T.page_block[d]
+                EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
+                continue
+            if ps & INB:
+                continue
+            if ft:
+                if ft_miss(S, T, k, r, d, t):
+                    continue
+                ps = S.pstate[d]
+            nb = add_fault(S, T, k, r, d, ps, nb)
+            if nb == batch_size:
+                stall += service_clocked(pst, est, S, T, nb, k, r, t)
+                nb = 0
     if nb:
-        stall += service_clocked(pst, est, S, T, nb, k, r1, t0 + dur + stall)
+        t = t0 + dur + stall
+        if ft:
+            t += S.fcfg[F_PEND_NS]
+        stall += service_clocked(pst, est, S, T, nb, k, r1, t)
+    if ft:
+        stall = ft_end_kernel(S, T, k, stall)
     end = t0 + dur + stall
     S.times[k, T_STALL] += stall
     if last > end:
@@ -482,9 +600,14 @@ def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
 
 @_jit
 def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
-    """range_event once the (shared) driver and its copy engine are free; returns its end."""
+    """range_event (or host_access_event) once the (shared) driver and its copy engine are
+    free; returns its end."""
     start = max(t, S.xlf[XF_DRIVER_FREE])
-    range_event(pst, est, S, T, e, out_row, tick)
+    if T.ev_op[e] == OP_HOST_ACCESS:
+        S.fcfg[F_CLOCK] = start
+        host_access_event(est, S, T, e, out_row)
+    else:
+        range_event(pst, est, S, T, e, out_row, tick)
     S.times[out_row, T_STALL] += start - t
     S.times[out_row, T_DRV_WAIT] += start - t
     S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
@@ -520,7 +643,8 @@ def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
-        elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
+        elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
+              (op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
     return 0
 
@@ -529,28 +653,17 @@ def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
 # Thrashing mitigation, remote mapping with access counters, and cudaMemAdvise hints
 # (issue 4; docs/policies.md). Off unless simulate() turns them on (S.fcfg[F_ON]); then a
 # GPU miss goes through ft_miss before it may fault. Times are on a feature clock: kernel
-# compute spread evenly over its rows plus the stalls so far (F_CLOCK, F_PEND_NS).
-
-
-@_jit
-def ft_now(S, T, k, r, stall):
-    """Feature clock at row r of kernel k, in ns since the replay began."""
-    r0 = T.k_row_start[k]
-    n = T.k_row_start[k + 1] - r0
-    dur = T.k_duration_ns[k]
-    t = S.fcfg[F_CLOCK] + stall + S.fcfg[F_PEND_NS]
-    if n > 0 and dur > 0.0:
-        t += dur * (r - r0) / n
-    return t
+# compute spread evenly over its rows (over the slice, per pass) plus the stalls so far
+# (F_CLOCK, F_PEND_NS); it advances by the time of copies and host accesses between kernels.
 
 
 @_jit
 def ft_end_kernel(S, T, k, stall):
-    """Add the mechanisms' stall to the kernel's and move the clock past it."""
+    """Add the mechanisms' stall to the kernel's and move the clock to the kernel's end
+    (the same sum the clocked replay makes: start + compute + stall)."""
     stall += S.fcfg[F_PEND_NS]
     S.fcfg[F_PEND_NS] = 0.0
-    dur = T.k_duration_ns[k]
-    S.fcfg[F_CLOCK] += stall + (dur if dur > 0.0 else 0.0)
+    S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + compute_ns(T, k) + stall
     return stall
 
 
@@ -611,13 +724,9 @@ def ft_thrash(S, T, k, r, d, now):
     kernel naps F_NAP_NS, then the fault is serviced), or, after F_PIN_THRESH throttles,
     pinned: mapped remotely for F_PIN_NS. Returns True when the access is served remotely.
     """
-    last = S.pg_last[d]
+    last = ft_thrash_epoch(S, d, now)
     t = now
-    lapse = S.fcfg[F_LAPSE_NS]
-    if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
-        S.pg_thr[d] = 0
-        S.pg_throt[d] = 0
-    if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= lapse:
+    if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= S.fcfg[F_LAPSE_NS]:
         if S.pg_throt[d] >= S.fcfg[F_PIN_THRESH]:
             S.pg_pin[d] = t + S.fcfg[F_PIN_NS]
             S.pg_thr[d] = 0
@@ -630,14 +739,36 @@ def ft_thrash(S, T, k, r, d, now):
         S.counts[k, C_THROTTLED] += 1
         S.fcfg[F_PEND_NS] += S.fcfg[F_NAP_NS]
         t += S.fcfg[F_NAP_NS]
+    ft_thrash_record(S, d, last, t)
+    return False
+
+
+@_jit
+def ft_thrash_epoch(S, d, t):
+    """A page idle for F_EPOCH_NS forgets its thrashing history; returns its last event."""
+    last = S.pg_last[d]
+    if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
+        S.pg_thr[d] = 0
+        S.pg_throt[d] = 0
+    return last
+
+
+@_jit
+def ft_thrash_record(S, d, last, t):
+    """Record a migration of page d at t: a thrashing event if within the lapse of `last`."""
     if last >= 0.0:
-        if t - last <= lapse:
+        if t - last <= S.fcfg[F_LAPSE_NS]:
             if S.pg_thr[d] < 255:
                 S.pg_thr[d] += 1
         else:
             S.pg_thr[d] = 0
     S.pg_last[d] = t
-    return False
+
+
+@_jit
+def ft_thrash_event(S, d, t):
+    """A migration of page d at t that is not a GPU fault (a host access copying it back)."""
+    ft_thrash_record(S, d, ft_thrash_epoch(S, d, t), t)
 
 
 @_jit

@@ -35,6 +35,10 @@ C_REMOTE = COUNT_NAMES.index("remote_accesses")
 C_THROTTLED = COUNT_NAMES.index("throttled_faults")
 C_PINS = COUNT_NAMES.index("thrashing_pins")
 C_COUNTER_MIG = COUNT_NAMES.index("counter_migrations")
+# host accesses (v1.1 host_access events, opt-in): appended likewise
+COUNT_NAMES = COUNT_NAMES + ("dtoh_bytes_host", "host_populated_pages")
+C_DTOH_HOST = COUNT_NAMES.index("dtoh_bytes_host")
+C_HOST_POP = COUNT_NAMES.index("host_populated_pages")
 (C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH,
  C_HTOD_MEMCPY, C_HTOD_API, C_ZERO_FILL, C_EVICTED, C_DTOH_EVICT, C_DTOH_API) = range(12)
 N_COUNTS = len(COUNT_NAMES)
@@ -50,9 +54,12 @@ T_STALL, T_TRANSFER, T_XLATE, T_WALKQ, T_DRV_WAIT = range(5)
 N_TIMES = 5
 TIME_NAMES = ("stall_ns", "transfer_ns", "translation_ns", "walk_queue_ns", "driver_wait_ns")
 
-# hardware parameter vector (see uvmsim.config.Hardware.vector)
+# hardware parameter vector (see uvmsim.config.Hardware.vector). HW_EVICT_NS: fixed cost per
+# evicted chunk; HW_DTOH_BW: peak of the device-to-host bandwidth curve (0: the host-to-device
+# curve); HW_HOST_FAULT_NS: CPU fault cost per page a host access moves or populates
 HW_BATCH_NS, HW_FAULT_NS, HW_XFER_LAT_NS, HW_BW_A, HW_BW_B, HW_ZERO_NS = range(6)
-N_HW = 6
+HW_EVICT_NS, HW_DTOH_BW, HW_HOST_FAULT_NS = range(6, 9)
+N_HW = 9
 
 # scalar slots
 S_NFREE, S_TACC_NS = range(2)
@@ -106,10 +113,13 @@ N_XLF = 4
 
 # fcfg slots (issue 4): F_ON any of the three on; F_THRASH/F_ADVISE 0/1; F_REMOTE 0 (off),
 # REMOTE_DRIVER or REMOTE_UVMSMART; then parameters; F_CLOCK time at the current kernel's
-# start; F_PEND_NS stall the mechanisms added in the current kernel; F_OVERSUB UVMSmart's
-# sticky "memory has been full" flag
+# start (between kernels: the simulated time); F_PEND_NS stall the mechanisms added in the
+# current kernel; F_OVERSUB UVMSmart's sticky "memory has been full" flag
 (F_ON, F_THRASH, F_REMOTE, F_ADVISE, F_LAPSE_NS, F_THRESH, F_PIN_THRESH, F_NAP_NS, F_PIN_NS,
  F_EPOCH_NS, F_AC_THRESH, F_AC_PENALTY, F_REMOTE_NS, F_CLOCK, F_PEND_NS, F_OVERSUB) = range(16)
+# v1.1 options (docs/semantics.md), 0/1, independent of F_ON: F_SLICES replays kernels in
+# time-slice passes; F_HOST_ACCESS applies host_access events
+F_SLICES, F_HOST_ACCESS = 16, 17
 N_FCFG = 20
 REMOTE_DRIVER, REMOTE_UVMSMART = 1, 2
 # pg_adv bits
@@ -117,6 +127,7 @@ ADV_PREF_GPU, ADV_PREF_CPU, ADV_ACCESSED_BY, ADV_READ_MOSTLY = 1, 2, 4, 8
 # pstate bit: the GPU copy is a read duplicate (read-mostly); dropped, not copied, on eviction
 DUP = np.uint8(8)
 OP_ADVISE = 8  # uvmsim.trace.format.OP_ADVISE
+OP_HOST_ACCESS = 10  # uvmsim.trace.format.OP_HOST_ACCESS
 # advise event args (uvmsim.trace.format.ARG_CODE)
 (ARG_SET_PREF_GPU, ARG_SET_PREF_CPU, ARG_SET_ACCESSED_BY, ARG_SET_READ_MOSTLY,
  ARG_UNSET_PREF_GPU, ARG_UNSET_PREF_CPU, ARG_UNSET_ACCESSED_BY, ARG_UNSET_READ_MOSTLY) = range(3, 11)

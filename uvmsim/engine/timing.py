@@ -5,7 +5,7 @@ import math
 
 from numba import njit
 
-from .state import HW_BW_A, HW_BW_B, HW_XFER_LAT_NS
+from .state import HW_BW_A, HW_BW_B, HW_DTOH_BW, HW_XFER_LAT_NS
 
 _TWO_OVER_PI = 2.0 / math.pi
 
@@ -20,4 +20,19 @@ def transfer_ns(hw, nbytes):
     if nbytes <= 0:
         return 0.0
     gbps = _TWO_OVER_PI * hw[HW_BW_A] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
+    return hw[HW_XFER_LAT_NS] + nbytes / gbps
+
+
+@njit(cache=True)
+def transfer_dtoh_ns(hw, nbytes):
+    """A device-to-host copy: the same curve with peak HW_DTOH_BW when it is set (> 0).
+
+    With HW_DTOH_BW = 0 (every shipped preset) this is exactly transfer_ns: the calibration
+    measured device-to-host copies but not yet evictions (docs/calibration.md).
+    """
+    if hw[HW_DTOH_BW] <= 0.0:
+        return transfer_ns(hw, nbytes)
+    if nbytes <= 0:
+        return 0.0
+    gbps = _TWO_OVER_PI * hw[HW_DTOH_BW] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
     return hw[HW_XFER_LAT_NS] + nbytes / gbps

@@ -25,14 +25,18 @@ import math
 import numpy as np
 import simpy
 
-from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_EVICTED, C_FAULTS,
-                            C_FAULTS_READ, C_FAULTS_WRITE, C_PAGE_WALKS, C_TLB_MISSES,
-                            C_ZERO_FILL, CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
-                            CAUSE_MEMSET, CAUSE_PREFETCH, HW_BATCH_NS, HW_FAULT_NS, HW_ZERO_NS,
-                            INB, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL, T_TRANSFER, T_WALKQ,
-                            T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON, XL_SETS, XL_SHIFT,
-                            XL_TICK, XL_WAYS)
-from ..engine.timing import transfer_ns
+from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
+                            C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP, C_PAGE_WALKS,
+                            C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES, C_ZERO_FILL,
+                            CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
+                            CAUSE_MEMSET, CAUSE_PREFETCH, F_CLOCK, F_EPOCH_NS, F_HOST_ACCESS,
+                            F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
+                            F_REMOTE_NS, F_SLICES, F_THRASH, F_THRESH, HW_BATCH_NS,
+                            HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
+                            OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
+                            T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
+                            XL_SETS, XL_SHIFT, XL_TICK, XL_WAYS)
+from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..policies.base import no_hit
 
 # event op codes (uvmsim.trace.format.OPS) and prefetch destinations
@@ -70,6 +74,7 @@ class ReferenceModel:
         self.batch_size = batch_size
         self.faults = FaultBuffer(S, batch_size)
         self.xl = bool(S.xli[XL_ON])
+        self.thrashing = bool(S.fcfg[F_THRASH])
         self.walk_ns = float(S.xlf[XF_WALK_NS])
         # TLB slot -> id of the fill whose walk has not been granted a walker yet
         self._fill_id = {}
@@ -99,6 +104,7 @@ class ReferenceModel:
         if S.b_nres[blk] == 0:
             self.release_chunk(blk)
             S.counts[out_row, C_EVICTED] += 1
+            S.tacc[0] += S.hw[HW_EVICT_NS]          # the driver's fixed work per eviction
 
     def _copy_back(self, p0: int, first: int, last: int) -> int:
         """Device-to-host copy of the resident pages among positions first..last; each
@@ -112,10 +118,10 @@ class ReferenceModel:
                 n += 1
                 run += 1
             elif run:
-                S.tacc[0] += transfer_ns(S.hw, run * 4096)
+                S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
                 run = 0
         if run:
-            S.tacc[0] += transfer_ns(S.hw, run * 4096)
+            S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
         return n
 
     def release_chunk(self, blk: int) -> None:
@@ -213,23 +219,117 @@ class ReferenceModel:
                 S.rmask[pos] = 1 if S.pstate[p0 + pos] & RES else 0
                 S.pmask[pos] = 0
             self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
+            if self.thrashing:
+                # pages pinned by thrashing mitigation are never prefetched
+                for pos in range(lo, hi + 1):
+                    if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
+                        S.pmask[pos] = 0
             self.make_resident(blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
             S.fmask[lo:hi + 1] = 0
         S.counts[out_row, C_BATCHES] += 1
         S.scal[S_NBATCH] = 0
 
-    def prefetch_to_cpu(self, blk: int, lo: int, hi: int, out_row: int) -> None:
-        """cudaMemPrefetchAsync to the CPU: copy resident pages back; free an emptied chunk."""
+    def prefetch_to_cpu(self, blk: int, lo: int, hi: int, out_row: int,
+                        col: int = C_DTOH_API) -> int:
+        """Copy a block's resident pages lo..hi back to the host (counted in `col`: a
+        cudaMemPrefetchAsync to the CPU, or a host access); free an emptied chunk."""
         S, T = self.S, self.T
         if S.b_chunk[blk] < 0:
-            return
+            return 0
         n = self._copy_back(int(T.b_page0[blk]) - int(T.b_lo[blk]), lo, hi)
-        S.counts[out_row, C_DTOH_API] += n * 4096
+        S.counts[out_row, col] += n * 4096
         if n and self.xl:
             self.tlb_shootdown(blk, lo, hi)
         S.b_nres[blk] -= n
         if n and S.b_nres[blk] == 0:
             self.release_chunk(blk)
+        return n
+
+    def host_access_event(self, e: int, out_row: int) -> None:
+        """The CPU touched the event's range: its GPU-resident pages migrate back to the
+        host (CPU faults), its never-populated pages are populated in host memory. Leaves
+        the time (copies, plus the CPU fault cost per page) in S.tacc."""
+        S, T = self.S, self.T
+        S.tacc[0] = 0.0
+        moved = 0
+        for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
+            if T.a_host[T.seg_alloc[seg]]:
+                continue
+            b_first, b_last = self.for_each_block(seg)
+            for blk in range(b_first, b_last + 1):
+                lo = int(T.page_pos[T.seg_first[seg]]) if blk == b_first else int(T.b_lo[blk])
+                hi = int(T.page_pos[T.seg_last[seg]]) if blk == b_last else int(T.b_hi[blk])
+                p0 = int(T.b_page0[blk]) - int(T.b_lo[blk])
+                for d in range(p0 + lo, p0 + hi + 1):
+                    if S.pstate[d] & RES:
+                        if self.thrashing:
+                            self.thrash_record(d, float(S.fcfg[F_CLOCK]))
+                    elif not S.pstate[d] & POP:
+                        S.pstate[d] |= POP
+                        S.counts[out_row, C_HOST_POP] += 1
+                        moved += 1
+                moved += self.prefetch_to_cpu(blk, lo, hi, out_row, C_DTOH_HOST)
+        S.times[out_row, T_TRANSFER] += S.tacc[0]
+        S.tacc[0] += moved * S.hw[HW_HOST_FAULT_NS]
+        S.times[out_row, T_STALL] += S.tacc[0]
+
+    # ---------------------------------------------------------------- thrashing (driver side)
+    def thrash_record(self, d: int, t: float) -> None:
+        """A migration of page d at time t: idle past the epoch, its history is forgotten;
+        within the lapse of the previous migration it is one more thrashing event, later
+        the count restarts."""
+        S = self.S
+        last = float(S.pg_last[d])
+        if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
+            S.pg_thr[d] = 0
+            S.pg_throt[d] = 0
+        self._record(d, last, t)
+
+    def _record(self, d: int, last: float, t: float) -> None:
+        S = self.S
+        if last >= 0.0:
+            if t - last <= S.fcfg[F_LAPSE_NS]:
+                S.pg_thr[d] = min(255, int(S.pg_thr[d]) + 1)
+            else:
+                S.pg_thr[d] = 0
+        S.pg_last[d] = t
+
+    def thrash_fault(self, k: int, r: int, d: int, now: float) -> bool:
+        """The driver's thrashing mitigation on a GPU fault of page d at `now`. A pinned
+        page is read remotely; a page with F_THRESH thrashing events faulting again within
+        the lapse is throttled (the kernel naps) or, after F_PIN_THRESH throttles, pinned in
+        host memory for F_PIN_NS. True when the access is served remotely."""
+        S = self.S
+        if S.pg_pin[d] > now:
+            self.remote_access(k, r, d)
+            return True
+        last = float(S.pg_last[d])
+        if last >= 0.0 and now - last > S.fcfg[F_EPOCH_NS]:
+            S.pg_thr[d] = 0
+            S.pg_throt[d] = 0
+        t = now
+        if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= S.fcfg[F_LAPSE_NS]:
+            if S.pg_throt[d] >= S.fcfg[F_PIN_THRESH]:
+                S.pg_pin[d] = t + S.fcfg[F_PIN_NS]
+                S.pg_thr[d] = 0
+                S.pg_throt[d] = 0
+                S.counts[k, C_PINS] += 1
+                self.remote_access(k, r, d)
+                return True
+            S.pg_throt[d] = min(255, int(S.pg_throt[d]) + 1)
+            S.counts[k, C_THROTTLED] += 1
+            S.fcfg[F_PEND_NS] += S.fcfg[F_NAP_NS]          # the kernel naps, then faults
+            t += S.fcfg[F_NAP_NS]
+        self._record(d, last, t)
+        return False
+
+    def remote_access(self, k: int, r: int, d: int) -> None:
+        """Row r reads page d over the link from host memory: no fault."""
+        S, T = self.S, self.T
+        n = int(T.row_count[r])
+        S.counts[k, C_REMOTE] += n
+        S.fcfg[F_PEND_NS] += n * S.fcfg[F_REMOTE_NS]
+        S.pstate[d] |= POP
 
     def free_alloc(self, a: int) -> None:
         """cudaFree: pages become unpopulated and not resident with no transfer."""
@@ -320,24 +420,48 @@ class ReferenceModel:
             yield env.timeout(cost)
         return (start - t) + cost
 
+    def passes(self, k: int, t0: float, dur: float):
+        """Kernel k's rows in replay order with the time each issues (before stalls): one
+        pass over all rows, or with the slices option one pass per time slice s over the
+        rows touched in it, spread evenly over [s/n, (s+1)/n) of the compute time."""
+        S, T = self.S, self.T
+        r0, r1 = int(T.k_row_start[k]), int(T.k_row_start[k + 1])
+        n = int(T.k_nslices[k]) if S.fcfg[F_SLICES] and T.row_slices.size else 1
+        if n <= 1:
+            gap = dur / (r1 - r0) if r1 > r0 else 0.0
+            for r in range(r0, r1):
+                yield r, t0 + (r - r0) * gap
+            return
+        width = dur / n
+        for s in range(n):
+            rows = [r for r in range(r0, r1) if (int(T.row_slices[r]) >> s) & 1]
+            gap = dur / (n * len(rows)) if rows else 0.0
+            base = t0 + s * width
+            for j, r in enumerate(rows):
+                yield r, base + j * gap
+
     def run_kernel(self, k: int, t0: float):
         """Replay one kernel's rows: rows issue evenly over its compute time (shifted by
-        stalls), each is translated, faults fill the buffer, full buffers go to the driver."""
+        stalls), each is translated, faults fill the buffer, full buffers go to the driver.
+        With thrashing on, a fault first passes the driver's thrashing mitigation."""
         S, T, env = self.S, self.T, self.env
-        r0, r1 = int(T.k_row_start[k]), int(T.k_row_start[k + 1])
+        r1 = int(T.k_row_start[k + 1])
         dur = float(T.k_duration_ns[k])
         if not dur > 0.0:
             dur = 0.0
-        gap = dur / (r1 - r0) if r1 > r0 else 0.0
+        if self.thrashing:
+            S.fcfg[F_CLOCK] = t0
         stall = 0.0
         walks: list = []
         buf = self.faults
-        for r in range(r0, r1):
+        for r, issue in self.passes(k, t0, dur):
             d = int(T.row_page[r])
             blk = int(T.page_block[d])
             if T.a_host[T.b_alloc[blk]]:
                 continue
-            t = t0 + (r - r0) * gap + stall
+            t = issue + stall
+            if self.thrashing:
+                t += S.fcfg[F_PEND_NS]     # naps and remote reads so far delay the row
             if self.xl:
                 if t > env.now:
                     yield env.timeout(t - env.now)
@@ -349,6 +473,8 @@ class ReferenceModel:
                 continue
             if ps & INB:
                 continue
+            if self.thrashing and self.thrash_fault(k, r, d, t):
+                continue
             S.counts[k, C_FAULTS] += 1
             S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & 6 else C_FAULTS_READ] += 1
             if buf.add(d):
@@ -357,9 +483,15 @@ class ReferenceModel:
                 stall += yield env.process(self.service(buf.n, k, r, t))
         if buf.n:
             t = t0 + dur + stall
+            if self.thrashing:
+                t += S.fcfg[F_PEND_NS]
             if t > env.now:
                 yield env.timeout(t - env.now)
             stall += yield env.process(self.service(buf.n, k, r1, t))
+        if self.thrashing:
+            stall += S.fcfg[F_PEND_NS]
+            S.fcfg[F_PEND_NS] = 0.0
+            S.fcfg[F_CLOCK] = t0 + dur + stall
         end = t0 + dur + stall
         S.times[k, T_STALL] += stall
         if end > env.now:
@@ -373,33 +505,42 @@ class ReferenceModel:
         return end
 
     def range_event(self, e: int, out_row: int, tick: int, t: float):
-        """memcpy_htod, memset and prefetch: the driver (and its copy engine) works through
-        the range clipped to live non-host allocations, block by block."""
+        """memcpy_htod, memset, prefetch and (option) host_access: the driver (and its copy
+        engine) works through the range clipped to live non-host allocations."""
         S, T, env = self.S, self.T, self.env
-        op = int(T.ev_op[e])
         with self.driver.request() as req:
             yield req
             start = env.now
-            S.tacc[0] = 0.0
-            for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
-                if T.a_host[T.seg_alloc[seg]]:
-                    continue
-                b_first, b_last = self.for_each_block(seg)
-                for blk in range(b_first, b_last + 1):
-                    lo = int(T.page_pos[T.seg_first[seg]]) if blk == b_first else int(T.b_lo[blk])
-                    hi = int(T.page_pos[T.seg_last[seg]]) if blk == b_last else int(T.b_hi[blk])
-                    if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
-                        self.prefetch_to_cpu(blk, lo, hi, out_row)
-                        continue
-                    cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET}.get(op, CAUSE_API)
-                    self.make_resident(blk, lo, hi, False, cause, cause, out_row, tick)
-            S.times[out_row, T_TRANSFER] += S.tacc[0]
-            S.times[out_row, T_STALL] += S.tacc[0]
+            if int(T.ev_op[e]) == OP_HOST_ACCESS:
+                S.fcfg[F_CLOCK] = start        # thrashing sees the migrations at this time
+                self.host_access_event(e, out_row)
+            else:
+                self.copy_range(e, out_row, tick)
             S.times[out_row, T_STALL] += start - t
             S.times[out_row, T_DRV_WAIT] += start - t
             S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
             yield env.timeout(S.tacc[0])
         return env.now
+
+    def copy_range(self, e: int, out_row: int, tick: int) -> None:
+        """memcpy_htod, memset and prefetch, block by block; leaves their time in S.tacc."""
+        S, T = self.S, self.T
+        op = int(T.ev_op[e])
+        S.tacc[0] = 0.0
+        for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
+            if T.a_host[T.seg_alloc[seg]]:
+                continue
+            b_first, b_last = self.for_each_block(seg)
+            for blk in range(b_first, b_last + 1):
+                lo = int(T.page_pos[T.seg_first[seg]]) if blk == b_first else int(T.b_lo[blk])
+                hi = int(T.page_pos[T.seg_last[seg]]) if blk == b_last else int(T.b_hi[blk])
+                if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
+                    self.prefetch_to_cpu(blk, lo, hi, out_row)
+                    continue
+                cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET}.get(op, CAUSE_API)
+                self.make_resident(blk, lo, hi, False, cause, cause, out_row, tick)
+        S.times[out_row, T_TRANSFER] += S.tacc[0]
+        S.times[out_row, T_STALL] += S.tacc[0]
 
     def for_each_block(self, seg: int) -> tuple[int, int]:
         """First/last block of a segment (helper for range events)."""
@@ -435,7 +576,8 @@ class ReferenceModel:
             return (yield self.env.process(self.run_kernel(int(T.ev_kernel[e]), t)))
         if op == OP_FREE:
             self.free_alloc(int(T.ev_alloc[e]))
-        elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH):
+        elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH) or (op == OP_HOST_ACCESS and
+                                                          self.S.fcfg[F_HOST_ACCESS]):
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
 
