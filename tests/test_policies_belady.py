@@ -30,11 +30,15 @@ def traces(draw):
     return b.build()
 
 
+# Belady's MIN is optimal when requests are served one at a time in the order they arrive:
+# fault_batch_size 1. A larger batch services its blocks in address order (docs/semantics.md),
+# not in trace order, and a batch can need more chunks at once than the victim order assumed,
+# so there MIN is a heuristic, not a bound (hypothesis found belady2m at 3 evictions against
+# lru2m's 2 with batch 3 and density prefetch).
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-@given(t=traces(), cap=hs.integers(1, 4), pf=hs.sampled_from(["density", "none", "2m"]),
-       batch=hs.sampled_from([1, 3, 256]))
-def test_belady_is_a_lower_bound(t, cap, pf, batch):
-    kw = dict(capacity_chunks=cap, prefetch=pf, fault_batch_size=batch)
+@given(t=traces(), cap=hs.integers(1, 4), pf=hs.sampled_from(["density", "none", "2m"]))
+def test_belady_is_a_lower_bound(t, cap, pf):
+    kw = dict(capacity_chunks=cap, prefetch=pf, fault_batch_size=1)
     opt = uvmsim.simulate(t, evict="belady2m", **kw).summary["evicted_chunks"]
     for ev in ("lru2m", "fifo2m"):
         assert opt <= uvmsim.simulate(t, evict=ev, **kw).summary["evicted_chunks"], ev
