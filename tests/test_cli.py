@@ -159,14 +159,15 @@ def v11_trace(tmp_path_factory):
 def test_replay_model_preset_and_overrides(v11_trace):
     t = uvmsim.load_trace(v11_trace)
     kw = dict(capacity_bytes=4 << 20, prefetch="none", fault_batch_size=1)
-    h200 = uvmsim.simulate(t, model="h200", **kw).summary
+    h200 = uvmsim.simulate(t, model="h200", slices=True, **kw).summary
     contract = uvmsim.simulate(t, **kw).summary
     assert h200["faults"] > contract["faults"]            # the slice passes re-fault
     args = ("replay", v11_trace, "--capacity", "4MiB", "--prefetch", "none",
             "--fault-batch-size", "1", "--json")
-    assert json.loads(cli(*args, "--model", "h200", check=True).stdout) == h200
+    assert json.loads(cli(*args, "--model", "h200", "--slices", check=True).stdout) == h200
     assert json.loads(cli(*args, check=True).stdout) == contract
-    off = cli(*args, "--model", "h200", "--no-slices", "--no-host-access", check=True)
+    off = cli(*args, "--model", "h200", "--no-slices", "--no-host-access", "--hardware",
+              "h200-pcie5", check=True)
     assert json.loads(off.stdout) == contract
     only = cli(*args, "--slices", check=True)
     assert json.loads(only.stdout) == uvmsim.simulate(t, slices=True, **kw).summary
@@ -192,7 +193,9 @@ def test_models_list():
     p = cli("models", "--json", check=True)
     ms = json.loads(p.stdout)
     assert set(ms) == {"contract", "h200"}
-    assert ms["h200"]["slices"] and ms["h200"]["host_access"] and not ms["contract"]["slices"]
-    assert ms["h200"]["hardware"]["name"] == "h200-pcie5"
+    assert ms["h200"]["host_access"] and not ms["h200"]["slices"]
+    assert not ms["contract"]["host_access"]
+    assert ms["h200"]["hardware"]["name"] == "h200-pcie5-fit"
+    assert "validation.md" in ms["h200"]["hardware"]["sources"]["evict_ns"]
     assert "thrashing" in ms["h200"]["sources"]
     assert "h200:" in cli("models", check=True).stdout

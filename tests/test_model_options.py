@@ -10,7 +10,7 @@ import pytest
 
 import uvmsim
 import uvmsim.reference as ref
-from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, MODELS, Hardware, Model,
+from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, H200_PCIE5_FIT, MODELS, Hardware, Model,
                            get_model, model_from_constants)
 from uvmsim.engine.timing import transfer_ns
 from uvmsim.trace.builder import TraceBuilder
@@ -154,12 +154,16 @@ def test_evict_ns_and_dtoh_bandwidth_charge_evictions_only_when_set():
     assert slow.kernels["stall_ns"][0] == plain.kernels["stall_ns"][0]
 
 
-def test_new_constants_leave_every_preset_time_unchanged():
+def test_new_constants_leave_every_calibrated_preset_time_unchanged():
+    # only the oversubscription fit sets them, and its sources say where from
     for hw in uvmsim.config.PRESETS.values():
-        assert (hw.evict_ns, hw.dtoh_bw_gbps, hw.host_fault_ns) == (0.0, 0.0, 0.0)
         src = dict(hw.sources)
-        assert all("uncalibrated" in src[k] for k in ("evict_ns", "dtoh_bw_gbps",
-                                                      "host_fault_ns"))
+        for k in ("evict_ns", "dtoh_bw_gbps", "host_fault_ns", "zero_fill_ns"):
+            fitted = hw is H200_PCIE5_FIT and k in ("evict_ns", "zero_fill_ns")
+            assert ("validation.md" in src[k]) == fitted, (hw.name, k)
+            if k != "zero_fill_ns":
+                assert (getattr(hw, k) > 0) == fitted, (hw.name, k)
+                assert fitted or "uncalibrated" in src[k], (hw.name, k)
 
 
 # ---------------------------------------------------------------- thrashing
@@ -250,23 +254,33 @@ def test_v11_trace_with_options_off_replays_as_its_v1_content():
         assert c.summary == a.summary
 
 
-def test_h200_model_switches_the_v11_options_on_and_overrides_win():
+def test_h200_model_switches_host_access_on_and_overrides_win():
     t = v11_trace().build()
     kw = dict(capacity_chunks=2, fault_batch_size=1, prefetch="none")
     h = uvmsim.simulate(t, model="h200", **kw)
-    manual = uvmsim.simulate(t, slices=True, host_access=True, **kw)
+    manual = uvmsim.simulate(t, host_access=True, hardware=H200_PCIE5_FIT, **kw)
     assert h.summary == manual.summary and h.extra == manual.extra
-    assert h.config["model"] == "h200" and h.config["slices"] and h.config["host_access"]
+    assert h.config["model"] == "h200" and h.config["host_access"] and not h.config["slices"]
     assert h.extra["host_populated_pages"] == 8
     off = uvmsim.simulate(t, model=H200, slices=False, host_access=False, **kw)
-    assert off.summary == uvmsim.simulate(t, **kw).summary
+    contract = uvmsim.simulate(t, **kw).summary
+    # same counts; the fitted eviction and zero-fill costs make it slower
+    assert {k: v for k, v in off.summary.items() if k != "sim_time_ns"} == \
+        {k: v for k, v in contract.items() if k != "sim_time_ns"}
+    assert off.summary["sim_time_ns"] > contract["sim_time_ns"]
+    off_hw = uvmsim.simulate(t, model=H200, host_access=False, hardware="h200-pcie5", **kw)
+    assert off_hw.summary == contract
     assert both(t, model="h200", **kw).summary == h.summary
 
 
 def test_model_registry_and_validation():
     assert set(MODELS) == {"contract", "h200"} and get_model() is CONTRACT
     assert not any((CONTRACT.slices, CONTRACT.host_access, CONTRACT.thrashing))
-    assert H200.hardware is H200_PCIE5 and H200.fault_batch_size == 256
+    assert H200.hardware is H200_PCIE5_FIT and H200.fault_batch_size == 256
+    # the fit changed only what the factor-1 calibration could not measure
+    for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
+        assert getattr(H200_PCIE5_FIT, k) == getattr(H200_PCIE5, k), k
+    assert H200_PCIE5_FIT.evict_ns > 0 and H200_PCIE5.evict_ns == 0
     with pytest.raises(uvmsim.ConfigError, match="unknown model"):
         get_model("h100")
     with pytest.raises(uvmsim.ConfigError, match="fault_batch_size"):
@@ -275,22 +289,22 @@ def test_model_registry_and_validation():
         get_model(thrashing={"bogus": 1.0})
     m = get_model("h200", thrashing={"nap_us": 700.0}, hardware="a100-pcie4")
     assert m.thrashing and m.thrashing_settings()["nap_us"] == 700.0
-    assert m.hardware.name == "a100-pcie4" and m.slices
+    assert m.hardware.name == "a100-pcie4" and m.host_access
     assert hash(m) == hash(dataclasses.replace(m))       # frozen, usable as a key
 
 
 def test_model_from_constants_is_the_fitting_hook():
     fit = model_from_constants({"evict_ns": 150_000.0, "dtoh_bw_gbps": 12.0,
                                 "fault_batch_size": 32, "nap_us": 100.0})
-    assert fit.name == "h200" and fit.slices and fit.host_access and not fit.thrashing
+    assert fit.name == "h200" and not fit.slices and fit.host_access and not fit.thrashing
     hw = fit.hardware
     assert (hw.evict_ns, hw.dtoh_bw_gbps, hw.batch_ns) == (150_000.0, 12.0, 137_000.0)
     assert dict(hw.sources)["evict_ns"] == FITTED
     assert dict(hw.sources)["batch_ns"] == dict(H200_PCIE5.sources)["batch_ns"]
     assert fit.fault_batch_size == 32 and dict(fit.sources)["fault_batch_size"] == FITTED
     assert fit.thrashing_settings()["nap_us"] == 100.0
-    # the registered preset is untouched until the fit is written into MODELS
-    assert MODELS["h200"].hardware.evict_ns == 0.0
+    # the registered preset is untouched: the hook returns a new Model
+    assert MODELS["h200"].hardware.evict_ns == H200_PCIE5_FIT.evict_ns == 12_500.0
     with pytest.raises(uvmsim.ConfigError, match="unknown constant 'evict_us'"):
         model_from_constants({"evict_us": 1.0})
     t = v11_trace().build()

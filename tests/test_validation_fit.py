@@ -1,0 +1,65 @@
+"""The oversubscription fit (benchmarks/validate/fit.py) and its stored results."""
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("validate_fit", ROOT / "benchmarks/validate/fit.py")
+fit = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fit)
+
+
+def test_search_recovers_constants_of_a_linear_time_model():
+    rng = np.random.default_rng(1)
+    n = 40
+    comp = np.zeros((n, 1 + len(fit.LINEAR)))
+    comp[:, 0] = rng.uniform(0.01, 0.1, n)                   # compute seconds
+    comp[:, 1:] = rng.uniform(0, 1e-6, (n, len(fit.LINEAR))) * rng.integers(0, 2, (n, 7))
+    true = {"batch_ns": 50_000.0, "fault_ns": 300.0, "transfer_latency_ns": 2_000.0,
+            "inv_bw": 1 / 50.0, "evict_ns": 20_000.0, "zero_fill_ns": 100.0,
+            "host_fault_ns": 5_000.0}
+    theta = np.array([true[k] for k in fit.LINEAR])
+    real = comp[:, 0] + comp[:, 1:] @ theta
+    base = np.repeat(np.arange(0, n, 4), 4)                  # every 4th run is a factor-1 run
+    free = ("evict_ns", "zero_fill_ns")
+    start = dict(true, evict_ns=1_000.0, zero_fill_ns=1.0)
+    got = fit.search(comp, real, np.zeros(n, bool), base, start, free)
+    for k in free:
+        assert got[k] == pytest.approx(true[k], rel=0.06), k
+    assert got["batch_ns"] == true["batch_ns"]                # not free: kept
+    assert fit.comp_loss(np.array([got[k] for k in fit.LINEAR]), comp, real,
+                         np.zeros(n, bool), base) < 0.5
+
+
+def test_censored_runs_count_only_when_predicted_below_their_bound():
+    comp = np.array([[1.0, 0, 0, 0, 0, 0, 0, 0], [1.0, 1, 0, 0, 0, 0, 0, 0]])
+    real = np.array([1.0, 10.0])
+    base = np.array([0, 1])
+    cen = np.array([False, True])
+    theta = np.zeros(7)
+    theta[0] = 20.0                                           # predicted 21 s > bound 10 s
+    assert fit.comp_loss(theta, comp, real, cen, base) == 0.0
+    theta[0] = 4.0                                            # predicted 5 s < bound 10 s
+    assert fit.comp_loss(theta, comp, real, cen, base) == pytest.approx(math.log(2))
+
+
+def test_stored_validation_results_agree_with_the_runs_and_the_doc():
+    df = pd.read_csv(ROOT / "benchmarks/validate/results/validation.csv")
+    need = {"workload", "kind", "factor", "split", "real_s", "real_base_s", "real_censored",
+            "predicted_s", "predicted_base_s"}
+    assert need <= set(df.columns)
+    assert set(df["split"]) == {"fit", "holdout"}
+    wl = pd.read_csv(ROOT / "benchmarks/validate/workloads.csv").set_index("workload")
+    assert (df["split"] == df["workload"].map(wl["split"])).all()
+    one = df[df["factor"] == 1]
+    assert np.allclose(one["real_s"], one["real_base_s"])
+    assert np.allclose(df["real_slowdown"], df["real_s"] / df["real_base_s"], rtol=1e-4)
+    # the doc's table is what the stored rows give
+    doc = (ROOT / "docs/validation.md").read_text()
+    assert fit.markdown_summary(df) in doc
