@@ -1,4 +1,4 @@
-"""belady2m never evicts more chunks than lru2m or fifo2m (issue 4, property test)."""
+"""belady2m never evicts more chunks than lru2m or fifo2m with batch 1 (property test)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Thrashing mitigation, remote mapping / access counters and cudaMemAdvise (issue 4)."""
+"""Thrashing mitigation, remote mapping / access counters and cudaMemAdvise."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Golden exact counts of every built-in policy on the shipped traces (issue 4).
+"""Golden exact counts of every built-in policy on the shipped traces.
 
 Modelled on libCacheSim's per-policy golden tests: any change to a policy, the engine or a
 trace shows up here. The goldens live in tests/data/policy_goldens.json with each trace's

@@ -1,4 +1,4 @@
-"""A user policy written in a test module runs through simulate() and the CLI (issue 4)."""
+"""A user policy written in a test module runs through simulate() and the CLI."""
 from __future__ import annotations
 
 import json

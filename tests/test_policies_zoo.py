@@ -1,4 +1,4 @@
-"""Defining behaviour of every built-in policy on tiny hand-made traces (issue 4).
+"""Defining behaviour of every built-in policy on tiny hand-made traces.
 
 Each test builds a trace where the policy under test must act differently from the default
 (or from its nearest relative), and checks the count that difference shows up in.

@@ -1,4 +1,4 @@
-"""Differential tests: the fast engine and the SimPy reference model agree (issue 5).
+"""Differential tests: the fast engine and the SimPy reference model agree.
 
 Counts must be identical and times equal to floating-point rounding, on hypothesis-made
 traces, for every registered policy (each prefetch policy with the default eviction and

@@ -1,4 +1,4 @@
-"""Stateful property tests of eviction (issue 5): a hypothesis RuleBasedStateMachine drives
+"""Stateful property tests of eviction: a hypothesis RuleBasedStateMachine drives
 the compiled engine's step functions (make_resident, service_batch, prefetch_to_cpu,
 free_alloc, the on_hit hook) for every registered eviction policy, and checks after each
 step that memory is never over-committed, every resident page's block holds its chunk,
