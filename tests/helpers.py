@@ -18,3 +18,13 @@ def window_pages(b: TraceBuilder, a: int, block: int, positions) -> list[int]:
     base_page = b.base(a) // PAGE
     w0 = (base_page >> 9) + block
     return [w0 * 512 + p for p in positions]
+
+
+def ping_pong(n: int, duration_ns: int = 1000):
+    """Two blocks, one chunk's worth: n kernels alternate between their first pages."""
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB)
+    pa, pb = b.pages(x, 0, 1), b.pages(x, 512, 513)
+    for i in range(n):
+        b.kernel(f"k{i}", reads=pa if i % 2 == 0 else pb, duration_ns=duration_ns)
+    return b.build()

@@ -15,7 +15,7 @@ from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, H200_PCIE5_FIT, M
 from uvmsim.engine.timing import transfer_ns
 from uvmsim.trace.builder import TraceBuilder
 
-from helpers import MiB, PAGE
+from helpers import MiB, PAGE, ping_pong
 
 R, W = 1, 2
 
@@ -187,15 +187,6 @@ def test_thrashing_clock_advances_over_slice_passes():
         assert S.pg_thr[d_a] == 1 and S.pg_thr[d_b] == 0
     assert both(t, slices=True, thrashing=True, capacity_chunks=1, prefetch="none",
                 fault_batch_size=1, hardware=hw).summary["faults"] == 4
-
-
-def ping_pong(n: int, duration_ns: int = 1000):
-    b = TraceBuilder()
-    x = b.alloc(4 * MiB)
-    pa, pb = b.pages(x, 0, 1), b.pages(x, 512, 513)
-    for i in range(n):
-        b.kernel(f"k{i}", reads=pa if i % 2 == 0 else pb, duration_ns=duration_ns)
-    return b.build()
 
 
 def test_thrashing_reference_and_clocked_replay_throttle_and_pin():

@@ -7,8 +7,8 @@ import uvmsim
 from uvmsim.engine import state as st
 from uvmsim.trace import format as fmt
 from uvmsim.trace.builder import TraceBuilder
+from helpers import MiB, ping_pong
 
-MiB = 1 << 20
 DRIVER_COUNTS = ("faults", "faults_read", "faults_write", "fault_batches", "htod_bytes",
                  "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",
                  "dtoh_bytes_api_prefetch")
@@ -28,16 +28,6 @@ def test_engine_codes_match_the_format():
         assert fmt.ARG_CODE[name] == code
     assert st.COUNT_NAMES[st.C_REMOTE:st.C_COUNTER_MIG + 1] == FEATURE_COUNTS
     assert st.OP_HOST_ACCESS == fmt.OP_HOST_ACCESS
-
-
-def ping_pong(n: int, duration_ns: int = 1000):
-    """Two blocks, one chunk: kernels alternate between their first pages."""
-    b = TraceBuilder()
-    x = b.alloc(4 * MiB)
-    pa, pb = b.pages(x, 0, 1), b.pages(x, 512, 513)
-    for i in range(n):
-        b.kernel(f"k{i}", reads=pa if i % 2 == 0 else pb, duration_ns=duration_ns)
-    return b.build()
 
 
 def test_features_off_by_default_and_inert_when_nothing_triggers_them():
