@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .format import OP_ALLOC, OP_CODE, OP_FREE, RANGE_OPS
+from .format import OP_ALLOC, OP_FREE
 
 # Error codes shared with io.py.
 OK = 0
@@ -27,7 +27,9 @@ E_SLICES_ZERO = 17
 E_NO_NSLICES = 18
 E_SLICES_RANGE = 19
 
-_RANGE_CODES = np.array(sorted(OP_CODE[o] for o in RANGE_OPS), dtype=np.int8)
+# Pages at or above this are outside every allocation (io.py rejects addresses >= 2**62).
+PAGE_LIMIT = 1 << 50
+SIGN_BIT = np.int64(-(1 << 63))
 
 
 @njit(cache=True)
@@ -236,17 +238,27 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
             if ns < 64 and (sl >> np.uint64(ns)) != 0:
                 _save(st, n_live, out, cache, prev_kid, rank)
                 return E_SLICES_RANGE, r, ns
-        page = b_page[r]
+        page = b_page[r]  # the uint64 column viewed as int64
+        # flipping the sign bit makes int64 comparison order the pages as uint64 does
+        key = page ^ SIGN_BIT
         order = np.int64(b_order[r])
         po = st[S_PREV_ORDER]
         pp = st[S_PREV_PAGE]
-        if order < po or (order == po and page <= pp):
+        if order < po or (order == po and key <= pp):
             _save(st, n_live, out, cache, prev_kid, rank)
-            if order == po and page == pp:
+            if order == po and key == pp:
                 return E_DUPLICATE, r, page
             return E_UNSORTED_ROW, r, page
         st[S_PREV_ORDER] = order
-        st[S_PREV_PAGE] = page
+        st[S_PREV_PAGE] = key
+        if page < 0 or page >= PAGE_LIMIT:
+            # beyond every allocation (addresses stop at 2**62), and page << 12 below would
+            # wrap: decide here, before any arithmetic on it
+            if drop:
+                st[S_DROPPED] += 1
+                continue
+            _save(st, n_live, out, cache, prev_kid, rank)
+            return E_OUT_OF_RANGE, r, page
         # attribute to the lowest-base live allocation overlapping the page
         a = -1
         if cache >= 0 and a_first_page[cache] < page and page <= a_last_page[cache]:
