@@ -1,6 +1,10 @@
 """Small helpers shared by the tests."""
 from __future__ import annotations
 
+import os
+
+from hypothesis import settings
+
 import uvmsim
 from uvmsim.trace.builder import TraceBuilder
 
@@ -18,3 +22,10 @@ def window_pages(b: TraceBuilder, a: int, block: int, positions) -> list[int]:
     base_page = b.base(a) // PAGE
     w0 = (base_page >> 9) + block
     return [w0 * 512 + p for p in positions]
+
+
+def examples(n: int) -> int:
+    """A test's own hypothesis example count, raised to the loaded profile's when that is
+    larger (HYPOTHESIS_PROFILE=slow), so an explicit count never caps a deep run."""
+    slow = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
+    return max(n, settings().max_examples) if slow else n

@@ -7,6 +7,8 @@ from hypothesis import HealthCheck, given, settings, strategies as hs
 import uvmsim
 from uvmsim.trace.builder import TraceBuilder
 
+from helpers import examples
+
 MiB = 1 << 20
 
 
@@ -30,7 +32,7 @@ def traces(draw):
     return b.build()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 @given(t=traces(), cap=hs.integers(1, 4), pf=hs.sampled_from(["density", "none", "2m"]),
        batch=hs.sampled_from([1, 3, 256]))
 def test_belady_is_a_lower_bound(t, cap, pf, batch):

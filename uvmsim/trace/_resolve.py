@@ -173,7 +173,8 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
     `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
     nslices_by_rank and out_slices are unused). Returns (err, row_in_batch, detail): detail
     is the kernel rank, the row's page or the kernel's n_slices. State lives in
-    st/live/stamp/k_row_start between batches.
+    st/live/stamp/k_row_start between batches; the caller sized the outputs for every row
+    (io.py checks each batch against them), and every index below is checked before use.
     """
     has_slices = b_slices.size > 0
     n_live = st[S_NLIVE]
@@ -181,7 +182,21 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
     cache = st[S_CACHE]
     prev_kid = st[S_PREV_KID]
     rank = st[S_RANK_OF_PREV_KID]
+    prev_rank = st[S_PREV_RANK]
+    po = st[S_PREV_ORDER]
+    pp = st[S_PREV_PAGE]
+    cursor = st[S_CURSOR]
+    dropped = st[S_DROPPED]
     n_k = kid_sorted.size
+    # the cached allocation's page range, so a hit costs two compares
+    c_lo = np.int64(0)
+    c_hi = np.int64(-1)
+    if cache >= 0:
+        c_lo = a_first_page[cache]
+        c_hi = a_last_page[cache]
+    err = OK
+    err_row = -1
+    detail = np.int64(0)
     for r in range(b_kid.size):
         kid = np.int64(b_kid[r])
         if kid != prev_kid:
@@ -194,19 +209,18 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
                 else:
                     hi = mid
             if lo == n_k or kid_sorted[lo] != kid:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_UNKNOWN_KERNEL, r, kid
+                err, err_row, detail = E_UNKNOWN_KERNEL, r, kid
+                break
             rank = kid_rank[lo]
             prev_kid = kid
-            if rank <= st[S_PREV_RANK]:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_UNSORTED_KERNEL, r, rank
-            for q in range(st[S_PREV_RANK] + 1, rank + 1):
+            if rank <= prev_rank:
+                err, err_row, detail = E_UNSORTED_KERNEL, r, rank
+                break
+            for q in range(prev_rank + 1, rank + 1):
                 k_row_start[q] = out
             # replay alloc/free up to this kernel's event so the live set is the one it saw
-            cur = st[S_CURSOR]
             end = k_event[rank]
-            for e in range(cur, end):
+            for e in range(cursor, end):
                 op = ev_op[e]
                 if op == OP_ALLOC:
                     _live_insert(live, n_live, a_base, ev_alloc[e])
@@ -214,70 +228,73 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
                 elif op == OP_FREE:
                     _live_remove(live, n_live, ev_alloc[e])
                     n_live -= 1
-            st[S_CURSOR] = end + 1
+            cursor = end + 1
             cache = -1
-            st[S_PREV_RANK] = rank
-            st[S_PREV_ORDER] = -1
-            st[S_PREV_PAGE] = -1
+            c_lo, c_hi = np.int64(0), np.int64(-1)
+            prev_rank = rank
+            po = -1
+            pp = -1
         fl = b_flags[r]
         if fl == 0 or fl > 7:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_FLAGS, r, fl
+            err, err_row, detail = E_FLAGS, r, np.int64(fl)
+            break
         if b_count[r] < 1:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_COUNT, r, 0
+            err, err_row = E_COUNT, r
+            break
         if has_slices:
             sl = b_slices[r]
             ns = nslices_by_rank[rank]
             if sl == 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_SLICES_ZERO, r, 0
+                err, err_row = E_SLICES_ZERO, r
+                break
             if ns == 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_NO_NSLICES, r, 0
+                err, err_row = E_NO_NSLICES, r
+                break
             if ns < 64 and (sl >> np.uint64(ns)) != 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_SLICES_RANGE, r, ns
+                err, err_row, detail = E_SLICES_RANGE, r, ns
+                break
         page = b_page[r]  # the uint64 column viewed as int64
         # flipping the sign bit makes int64 comparison order the pages as uint64 does
         key = page ^ SIGN_BIT
         order = np.int64(b_order[r])
-        po = st[S_PREV_ORDER]
-        pp = st[S_PREV_PAGE]
         if order < po or (order == po and key <= pp):
-            _save(st, n_live, out, cache, prev_kid, rank)
+            err, err_row, detail = E_UNSORTED_ROW, r, page
             if order == po and key == pp:
-                return E_DUPLICATE, r, page
-            return E_UNSORTED_ROW, r, page
-        st[S_PREV_ORDER] = order
-        st[S_PREV_PAGE] = key
+                err = E_DUPLICATE
+            break
+        po = order
+        pp = key
         if page < 0 or page >= PAGE_LIMIT:
             # beyond every allocation (addresses stop at 2**62), and page << 12 below would
             # wrap: decide here, before any arithmetic on it
             if drop:
-                st[S_DROPPED] += 1
+                dropped += 1
                 continue
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_OUT_OF_RANGE, r, page
+            err, err_row, detail = E_OUT_OF_RANGE, r, page
+            break
         # attribute to the lowest-base live allocation overlapping the page
         a = -1
-        if cache >= 0 and a_first_page[cache] < page and page <= a_last_page[cache]:
+        if c_lo < page and page <= c_hi:
             a = cache  # strictly inside: no lower-base allocation can share this page
         else:
             i = _live_find_end_gt(live, n_live, a_end, page << 12)
             if i < n_live and a_base[live[i]] < ((page + 1) << 12):
                 a = live[i]
                 cache = a
+                c_lo = a_first_page[a]
+                c_hi = a_last_page[a]
         if a < 0:
             if drop:
-                st[S_DROPPED] += 1
+                dropped += 1
                 continue
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_OUT_OF_RANGE, r, page
+            err, err_row, detail = E_OUT_OF_RANGE, r, page
+            break
+        # a_first_page[a] <= page <= a_last_page[a] here, so d indexes this allocation's
+        # dense pages
         d = a_page_off[a] + page - a_first_page[a]
         if stamp[d] == rank:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_DUPLICATE, r, page
+            err, err_row, detail = E_DUPLICATE, r, page
+            break
         stamp[d] = rank
         out_page[out] = d
         out_flags[out] = fl
@@ -285,17 +302,17 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
         if has_slices:
             out_slices[out] = b_slices[r]
         out += 1
-    _save(st, n_live, out, cache, prev_kid, rank)
-    return OK, -1, 0
-
-
-@njit(cache=True)
-def _save(st, n_live, out, cache, prev_kid, rank):
     st[S_NLIVE] = n_live
     st[S_OUT] = out
     st[S_CACHE] = cache
     st[S_PREV_KID] = prev_kid
     st[S_RANK_OF_PREV_KID] = rank
+    st[S_PREV_RANK] = prev_rank
+    st[S_PREV_ORDER] = po
+    st[S_PREV_PAGE] = pp
+    st[S_CURSOR] = cursor
+    st[S_DROPPED] = dropped
+    return err, err_row, detail
 
 
 @njit(cache=True)
