@@ -323,3 +323,24 @@ def test_missing_member_file_and_directory_member(tdir):
     shutil.rmtree(tdir / "events.parquet")
     with pytest.raises(TraceFormatError, match="missing file"):
         load_trace(tdir)
+
+
+def test_level_histogram_that_would_abort_pyarrow_is_rejected(tdir):
+    # pyarrow terminates the process (std::terminate) on a size-statistics histogram whose
+    # length disagrees with the column's levels; the footer is checked before it is opened
+    f = tdir / "kernels.parquet"
+    t = pq.read_table(f)
+    t = t.set_column(t.column_names.index("duration_ns"), "duration_ns",
+                     pa.array([5, 7], pa.int64()))  # optional column, 2 values: hist [0, 2]
+    pq.write_table(t, f, compression="none")
+    data = f.read_bytes()
+    n = struct.unpack("<I", data[-8:-4])[0]
+    start = len(data) - 8 - n
+    foot = data[start:-8]
+    hist = b"\x26\x00\x04"  # list of 2 i64: zigzag 0, zigzag 2
+    assert foot.count(hist) >= 1
+    foot = foot.replace(hist, b"\x16\x04")  # a list of 1: one level short
+    f.write_bytes(data[:start] + foot + struct.pack("<I", len(foot)) + b"PAR1")
+    with pytest.raises(TraceFormatError, match="histogram") as e:
+        load_trace(tdir)
+    assert e.value.file.endswith("kernels.parquet")

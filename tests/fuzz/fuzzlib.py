@@ -1128,16 +1128,28 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
     results: dict[int, dict] = {}
 
     def one(b: list[dict]) -> list[dict]:
-        got, status = _child(b, startup + case_timeout * len(b))
-        missing = [c for c in b if c["id"] not in got]
-        if missing and status != "ok":
+        got: dict[int, dict] = {}
+        todo = b
+        while todo:
+            res, status = _child(todo, startup + case_timeout * len(todo))
+            got.update(res)
+            if status == "ok":
+                break
+            # results stream in case order, so the case that killed the child is the first
+            # one without a result: run it alone to confirm, then go on after it
+            k = next((i for i, c in enumerate(todo) if c["id"] not in res), None)
+            if k is None:
+                break
+            c = todo[k]
+            alone, st = _child([c], startup + case_timeout)
+            got.update(alone)
+            if c["id"] not in got:
+                got[c["id"]] = dict(id=c["id"], mut=c["mut"], kind=MUTATIONS[c["mut"]].kind,
+                                    mode=c["mode"], outcome=st, detail=f"child {st}: {c}")
             if log:
-                log(f"batch died ({status}); re-running {len(missing)} cases one by one")
-            for c in missing:
-                g, st = _child([c], startup + case_timeout)
-                got.update(g or {c["id"]: dict(id=c["id"], mut=c["mut"], outcome=st,
-                                               detail=f"child {st}")})
-        for c in missing:
+                log(f"case {c['id']} ({c['mut']}): batch {status}, alone {st}")
+            todo = todo[k + 1:]
+        for c in b:
             got.setdefault(c["id"], dict(id=c["id"], mut=c["mut"], outcome="other",
                                          detail="no result"))
         return [got[c["id"]] for c in b]

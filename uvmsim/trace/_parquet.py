@@ -53,6 +53,10 @@ def open_checked(path: Path, shown: str) -> pq.ParquetFile:
     if footer_len == 0 or footer_len > size - 12 or footer_len > MAX_FOOTER:
         raise TraceFormatError(f"Parquet footer length {footer_len} does not fit a file of "
                                f"{size} bytes", file=shown)
+    with open(path, "rb") as f:
+        f.seek(size - 8 - footer_len)
+        footer = f.read(footer_len)
+    _check_footer_bytes(footer, size - 8 - footer_len, shown)
     try:
         pf = pq.ParquetFile(path)
         md = pf.metadata
@@ -130,3 +134,205 @@ def _check_chunk(c: pq.ColumnChunkMetaData, name: str, flat: bool, g: int, rows:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
+
+
+# --------------------------------------------------------------------------- footer bytes
+# pyarrow aborts the whole process (std::terminate, not an exception) on some footers, e.g.
+# a size-statistics histogram whose length disagrees with the column's levels. So the
+# footer's Thrift (compact protocol) is decoded here first, with bounds on every length,
+# and the facts pyarrow relies on are checked before it sees the file.
+
+_T_STOP, _T_TRUE, _T_FALSE, _T_I8, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY, _T_LIST, \
+    _T_SET, _T_MAP, _T_STRUCT = range(13)
+_MAX_DEPTH = 32
+
+
+class _Bad(Exception):
+    pass
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.b = data
+        self.i = 0
+
+    def byte(self) -> int:
+        if self.i >= len(self.b):
+            raise _Bad("footer ends inside a value")
+        v = self.b[self.i]
+        self.i += 1
+        return v
+
+    def varint(self) -> int:
+        v = shift = 0
+        while True:
+            c = self.byte()
+            v |= (c & 0x7F) << shift
+            if not c & 0x80:
+                return v
+            shift += 7
+            if shift > 63:
+                raise _Bad("varint longer than 10 bytes")
+
+    def zigzag(self) -> int:
+        v = self.varint()
+        return (v >> 1) ^ -(v & 1)
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.i + n > len(self.b):
+            raise _Bad("a length runs past the footer")
+        v = self.b[self.i:self.i + n]
+        self.i += n
+        return v
+
+    def value(self, t: int, depth: int):
+        if depth > _MAX_DEPTH:
+            raise _Bad("nested too deeply")
+        if t == _T_TRUE:
+            return True
+        if t == _T_FALSE:
+            return False
+        if t == _T_I8:
+            return self.byte()
+        if t in (_T_I16, _T_I32, _T_I64):
+            return self.zigzag()
+        if t == _T_DOUBLE:
+            return self.take(8)
+        if t == _T_BINARY:
+            return self.take(self.varint())
+        if t in (_T_LIST, _T_SET):
+            h = self.byte()
+            n, et = h >> 4, h & 0x0F
+            if n == 15:
+                n = self.varint()
+            if n > len(self.b) - self.i:  # every element takes at least one byte
+                raise _Bad("a list longer than the footer")
+            if et in (_T_TRUE, _T_FALSE):
+                return [self.byte() == 1 for _ in range(n)]
+            return [self.value(et, depth + 1) for _ in range(n)]
+        if t == _T_MAP:
+            n = self.varint()
+            if n == 0:
+                return {}
+            if 2 * n > len(self.b) - self.i:
+                raise _Bad("a map longer than the footer")
+            h = self.byte()
+            kt, vt = h >> 4, h & 0x0F
+            return {_key(self.value(kt, depth + 1)): self.value(vt, depth + 1)
+                    for _ in range(n)}
+        if t == _T_STRUCT:
+            return self.struct(depth + 1)
+        raise _Bad(f"unknown Thrift type {t}")
+
+    def struct(self, depth: int = 0) -> dict:
+        out: dict[int, object] = {}
+        fid = 0
+        while True:
+            h = self.byte()
+            t = h & 0x0F
+            if t == _T_STOP:
+                return out
+            delta = h >> 4
+            fid = fid + delta if delta else self.zigzag()
+            out[fid] = self.value(t, depth)
+
+
+def _key(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _check_footer_bytes(footer: bytes, data_end: int, shown: str) -> None:
+    try:
+        md = _Reader(footer).struct()
+        _check_footer(md)
+    except _Bad as e:
+        raise TraceFormatError(f"bad Parquet footer ({e})", file=shown) from None
+
+
+def _get(d, fid: int, typ, what: str, required: bool = True):
+    v = d.get(fid) if isinstance(d, dict) else None
+    if v is None:
+        if required:
+            raise _Bad(f"{what} missing")
+        return None
+    if not isinstance(v, typ) or isinstance(v, bool) and typ is int:
+        raise _Bad(f"{what} has the wrong type")
+    return v
+
+
+def _check_footer(md: dict) -> None:
+    if md.get(8) is not None or md.get(9) is not None:
+        raise _Bad("encrypted columns are not supported")
+    schema = _get(md, 2, list, "schema")
+    _get(md, 3, int, "num_rows")
+    leaves = _leaves(schema)
+    for g, rg in enumerate(_get(md, 4, list, "row groups")):
+        cols = _get(rg, 1, list, f"row group {g} columns")
+        if len(cols) != len(leaves):
+            raise _Bad(f"row group {g} has {len(cols)} column chunks for {len(leaves)} "
+                       "columns")
+        for cc, (path, ptype, max_def, max_rep) in zip(cols, leaves):
+            if not isinstance(cc, dict) or cc.get(8) is not None or cc.get(9) is not None:
+                raise _Bad(f"row group {g}: column chunk unreadable or encrypted")
+            cm = _get(cc, 3, dict, f"row group {g}: column metadata")
+            got = [p if isinstance(p, bytes) else b"" for p in _get(cm, 3, list, "path")]
+            if got != path:
+                raise _Bad(f"row group {g}: column chunk path {got!r} is not {path!r}")
+            if _get(cm, 1, int, "physical type") != ptype:
+                raise _Bad(f"row group {g}: column chunk type differs from the schema")
+            for fid, what in ((5, "num_values"), (6, "uncompressed size"),
+                              (7, "compressed size"), (9, "data page offset")):
+                if _get(cm, fid, int, what) < 0:
+                    raise _Bad(f"row group {g}: negative {what}")
+            stats = cm.get(16)
+            if stats is not None:
+                if not isinstance(stats, dict):
+                    raise _Bad("size statistics malformed")
+                for fid, levels, what in ((2, max_rep, "repetition"),
+                                          (3, max_def, "definition")):
+                    h = stats.get(fid)
+                    # an empty histogram means "not written"
+                    if h is not None and (not isinstance(h, list) or
+                                          len(h) not in (0, levels + 1)):
+                        raise _Bad(f"row group {g}: {what} level histogram does not fit "
+                                   "the column")
+
+
+def _leaves(schema: list) -> list[tuple[list[bytes], int, int, int]]:
+    """(path, physical type, max definition level, max repetition level) of each leaf."""
+    if not schema or not isinstance(schema[0], dict):
+        raise _Bad("empty schema")
+    out: list[tuple[list[bytes], int, int, int]] = []
+    pos = 1
+
+    def walk(n_children: int, path: list[bytes], d: int, r: int, depth: int) -> None:
+        nonlocal pos
+        if depth > _MAX_DEPTH:
+            raise _Bad("schema nested too deeply")
+        for _ in range(n_children):
+            if pos >= len(schema):
+                raise _Bad("schema has fewer elements than its groups say")
+            el = schema[pos]
+            pos += 1
+            if not isinstance(el, dict):
+                raise _Bad("schema element malformed")
+            name = _get(el, 4, bytes, "schema element name")
+            rep = _get(el, 3, int, "repetition type")
+            if rep not in (0, 1, 2):
+                raise _Bad(f"repetition type {rep}")
+            d2, r2 = d + (rep != 0), r + (rep == 2)
+            kids = _get(el, 5, int, "num_children", required=False)
+            if kids:
+                if kids < 0:
+                    raise _Bad("negative num_children")
+                walk(kids, path + [name], d2, r2, depth + 1)
+            else:
+                out.append((path + [name], _get(el, 1, int, "physical type"), d2, r2))
+
+    root_kids = _get(schema[0], 5, int, "root num_children")
+    if root_kids < 0:
+        raise _Bad("negative num_children")
+    walk(root_kids, [], 0, 0, 0)
+    if pos != len(schema):
+        raise _Bad("schema has more elements than its groups hold")
+    return out
