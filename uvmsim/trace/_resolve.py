@@ -158,13 +158,15 @@ def new_row_state(n_alloc: int, n_dense_pages: int, n_kernels: int):
     st[S_PREV_KID] = -1
     st[S_CACHE] = -1
     live = np.empty(n_alloc + 1, np.int64)
-    stamp = np.full(n_dense_pages, -1, np.int32)
+    # one bit per dense page: touched by the current kernel (cleared when it ends); an
+    # eighth of a byte per page stays in cache where an int32 stamp per page would not
+    seen = np.zeros((n_dense_pages >> 3) + 1, np.uint8)
     k_row_start = np.zeros(n_kernels + 1, np.int64)
-    return st, live, stamp, k_row_start
+    return st, live, seen, k_row_start
 
 
 @njit(cache=True)
-def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
+def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
                  ev_op, ev_alloc, a_base, a_end, a_first_page, a_last_page, a_page_off,
                  b_kid, b_page, b_flags, b_count, b_order, b_slices, nslices_by_rank, drop,
                  out_page, out_flags, out_count, out_slices):
@@ -173,7 +175,7 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
     `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
     nslices_by_rank and out_slices are unused). Returns (err, row_in_batch, detail): detail
     is the kernel rank, the row's page or the kernel's n_slices. State lives in
-    st/live/stamp/k_row_start between batches; the caller sized the outputs for every row
+    st/live/seen/k_row_start between batches; the caller sized the outputs for every row
     (io.py checks each batch against them), and every index below is checked before use.
     """
     has_slices = b_slices.size > 0
@@ -216,6 +218,9 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
             if rank <= prev_rank:
                 err, err_row, detail = E_UNSORTED_KERNEL, r, rank
                 break
+            if prev_rank >= 0:  # forget the previous kernel's pages
+                for j in range(k_row_start[prev_rank], out):
+                    seen[out_page[j] >> 3] = 0
             for q in range(prev_rank + 1, rank + 1):
                 k_row_start[q] = out
             # replay alloc/free up to this kernel's event so the live set is the one it saw
@@ -292,10 +297,11 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
         # a_first_page[a] <= page <= a_last_page[a] here, so d indexes this allocation's
         # dense pages
         d = a_page_off[a] + page - a_first_page[a]
-        if stamp[d] == rank:
+        bit = np.uint8(1 << (d & 7))
+        if seen[d >> 3] & bit:
             err, err_row, detail = E_DUPLICATE, r, page
             break
-        stamp[d] = rank
+        seen[d >> 3] |= bit
         out_page[out] = d
         out_flags[out] = fl
         out_count[out] = b_count[r]

@@ -470,7 +470,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     kid_rank = np.empty(len(kid), np.int64)
     kid_rank[k_pos] = np.arange(k_pos.size)
     kid_rank = kid_rank[order]
-    st, live, stamp, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
+    st, live, seen, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
     out_page = np.empty(n_rows, np.int32)
     out_flags = np.empty(n_rows, np.uint8)
     out_count = np.empty(n_rows, np.uint32)
@@ -486,12 +486,9 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         if done + batch.num_rows > n_rows:
             raise TraceFormatError(f"holds more rows than the {n_rows} its metadata says",
                                    file=fx)
-        cols = {}
-        for n, t, nl in columns:
-            cols[n] = _coerce_column(batch.column(n), n, t, nl, fx, done).combine_chunks() \
-                .to_numpy()
+        cols = {n: _column_numpy(batch.column(n), n, t, nl, fx, done) for n, t, nl in columns}
         err, r, detail = R.resolve_rows(
-            st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
+            st, live, seen, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
             end, first_page, last_page, page_off, cols["kernel_id"],
             cols["page"].view(np.int64), cols["flags"], cols["count"], cols["order"],
             cols["slices"] if has_slices else no_slices, nslices_by_rank,
@@ -504,7 +501,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         raise TraceFormatError(f"holds {done} rows, its metadata says {n_rows}", file=fx)
     R.finish_rows(st, k_row_start)
     n_out = int(st[R.S_OUT])
-    del stamp, live
+    del seen, live
     # decoded batches are gone; hand their memory back instead of keeping it in the pool
     pa.default_memory_pool().release_unused()
 
@@ -526,6 +523,16 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
                  arrays=arrays, peak_blocks=int(peak), dropped_rows=int(st[R.S_DROPPED]),
                  path=path)
+
+
+def _column_numpy(col: pa.Array, name: str, target: pa.DataType, nullable: bool, file: str,
+                  row_offset: int) -> np.ndarray:
+    """One batch column of the access rows as NumPy: a zero-copy view when it already has
+    the spec's type and no nulls (the common case, and the one loading speed rests on)."""
+    if col.type == target and col.null_count == 0:
+        return col.to_numpy(zero_copy_only=True)
+    return _coerce_column(col, name, target, nullable, file, row_offset).combine_chunks() \
+        .to_numpy()
 
 
 def _u64(col: pa.ChunkedArray) -> np.ndarray:
