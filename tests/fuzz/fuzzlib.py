@@ -27,7 +27,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -1163,8 +1162,7 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
 
 def _child(batch: list[dict], timeout: float) -> tuple[dict[int, dict], str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
-               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="")
-    env.pop("PYTHONFAULTHANDLER")
+               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     try:
         p = subprocess.run([sys.executable, str(HERE / "fuzz_child.py")],
                            input=json.dumps(batch), capture_output=True, text=True,
@@ -1417,7 +1415,3 @@ def summarize(results: list[dict]) -> dict[str, Any]:
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     return counts
-
-
-def now() -> float:
-    return time.monotonic()

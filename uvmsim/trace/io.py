@@ -594,7 +594,11 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     and counted in `Trace.dropped_rows` instead.
     """
     d = Path(path)
-    if not d.exists():
+    try:
+        exists = d.exists()
+    except ValueError:  # e.g. an embedded NUL: no file can have this name
+        exists = False
+    if not exists:
         raise FileNotFoundError(errno.ENOENT, "no such trace directory", str(d))
     if not d.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "a uvmtrace is a directory (name ending in "
