@@ -23,10 +23,13 @@ import io
 import json
 import os
 import random
+import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -1130,7 +1133,7 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
         got: dict[int, dict] = {}
         todo = b
         while todo:
-            res, status = _child(todo, startup + case_timeout * len(todo))
+            res, status = _child(todo, startup, case_timeout)
             got.update(res)
             if status == "ok":
                 break
@@ -1140,7 +1143,7 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
             if k is None:
                 break
             c = todo[k]
-            alone, st = _child([c], startup + case_timeout)
+            alone, st = _child([c], startup, case_timeout)
             got.update(alone)
             if c["id"] not in got:
                 got[c["id"]] = dict(id=c["id"], mut=c["mut"], kind=MUTATIONS[c["mut"]].kind,
@@ -1160,28 +1163,46 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
     return [results[c["id"]] for c in cases]
 
 
-def _child(batch: list[dict], timeout: float) -> tuple[dict[int, dict], str]:
+def _child(batch: list[dict], startup: float, case_timeout: float
+           ) -> tuple[dict[int, dict], str]:
+    """Run cases in one child; a hang is no new result for case_timeout seconds (startup
+    more for the first), and the child is then killed."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
                NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    try:
-        p = subprocess.run([sys.executable, str(HERE / "fuzz_child.py")],
-                           input=json.dumps(batch), capture_output=True, text=True,
-                           timeout=timeout, env=env, cwd=str(ROOT))
-        out, rc = p.stdout, p.returncode
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        rc = None
-    got = {}
-    for line in out.splitlines():
-        if line.startswith(PREFIX):
-            r = json.loads(line[len(PREFIX):])
-            got[r["id"]] = r
-    if rc is None:
-        return got, "hang"
+    p = subprocess.Popen([sys.executable, str(HERE / "fuzz_child.py")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                         cwd=str(ROOT))
+    p.stdin.write(json.dumps(batch).encode())
+    p.stdin.close()
+    got: dict[int, dict] = {}
+    fd = p.stdout.fileno()
+    buf = b""
+    deadline = time.monotonic() + startup + case_timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+            return got, "hang"
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.startswith(PREFIX.encode()):
+                r = json.loads(line[len(PREFIX):])
+                got[r["id"]] = r
+                deadline = time.monotonic() + case_timeout
+    rc = p.wait()
+    p.stdout.close()
     if rc < 0:
-        import signal as _s
         try:
-            name = _s.Signals(-rc).name
+            name = signal.Signals(-rc).name
         except ValueError:
             name = str(-rc)
         return got, f"signal:{name}"

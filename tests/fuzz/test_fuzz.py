@@ -33,3 +33,14 @@ def test_fuzz_corrupt_traces_are_rejected_or_read_right():
     covered = {r["mut"] for r in results if r["outcome"] != "not-applicable"}
     missing = set(fuzzlib.MUTATIONS) - {"alloc_unallocated_1tib"} - covered
     assert len(missing) <= 3, missing
+
+
+def test_harness_names_the_case_that_crashes_or_hangs(monkeypatch):
+    # the child dies on case 1 and stalls on case 3: both are pinpointed, the others answered
+    monkeypatch.setenv("UVMSIM_FUZZ_SELFTEST", "segv=1,hang=3")
+    cases = [dict(id=i, mut="bytes_magic", base="small", layout="zstd", seed=i, mode="load")
+             for i in range(5)]
+    res = fuzzlib.run_cases(cases, jobs=1, batch=5, case_timeout=2.0, startup=2.0)
+    assert [r["outcome"] for r in res] == ["rejected", "signal:SIGSEGV", "rejected", "hang",
+                                           "rejected"]
+    assert fuzzlib.is_failure("signal:SIGSEGV") and fuzzlib.is_failure("hang")
