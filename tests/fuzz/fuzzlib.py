@@ -762,7 +762,8 @@ def _numeric_cols(tab: Tab) -> list[int]:
 def _(c):
     tab = c.tabs[_any_table(c)]
     i = c.rng.choice(_numeric_cols(tab))
-    typ = c.rng.choice([pa.int64(), pa.uint64(), pa.float64(), pa.dictionary(pa.int32(), pa.int64())])
+    typ = c.rng.choice([pa.int64(), pa.uint64(), pa.float64(),
+                        pa.dictionary(pa.int32(), pa.int64())])
     vals = tab.cols[i]
     if pa.types.is_floating(typ) and any(v is not None and abs(v) > 2**53 for v in vals):
         typ = pa.uint64()
@@ -870,7 +871,8 @@ def _(c): _mset(c, extra={"a": [1, 2]}, comment="\u00e9\u4e2d")
 def _(c):
     raw = json.dumps(_manifest(c)).encode()
     i = raw.index(b'"source"')
-    c.manifest = raw[:i] + c.rng.choice([b'"\xe9t\xe9": 1, ', b'"\xff": 1, ', b'"\xc3": 0, ']) + raw[i:]
+    bad = c.rng.choice([b'"\xe9t\xe9": 1, ', b'"\xff": 1, ', b'"\xc3": 0, '])
+    c.manifest = raw[:i] + bad + raw[i:]
 
 
 @mutation("manifest_bom", "manifest", "reject", R_MAN)
@@ -1365,7 +1367,8 @@ class Runner:
         except Exception as e:  # noqa: BLE001
             return "oracle-mismatch", f"reader accepted what pyarrow cannot read: {e}"
         base = self.base_tables(spec["base"])
-        if m.verdict == "either" and all(_same_values(decoded[t], base[t], FILE[t]) for t in TABLES):
+        if m.verdict == "either" and all(_same_values(decoded[t], base[t], FILE[t])
+                                         for t in TABLES):
             want = self.base_summary(spec["base"])
             return ("accepted-ok", "damage outside the decoded values; replay equals the "
                     "original") if summ == want else \
