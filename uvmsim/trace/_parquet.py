@@ -2,8 +2,9 @@
 
 pyarrow trusts a file's footer: a footer length beyond the file, a row count that disagrees
 with the row groups, or a column chunk that points outside the file can make it fail with an
-unrelated error, allocate without bound, or loop. So the reader checks the framing bytes
-itself, then lets pyarrow parse the footer (that parser is bounded) and cross-checks every
+unrelated error, allocate without bound, or loop, and some malformed footers make it abort
+the process. So the reader checks the framing bytes and decodes the footer's Thrift itself
+(bounded by the footer's length), then lets pyarrow parse the footer and cross-checks every
 number the data readers will trust before a single data page is decoded.
 """
 from __future__ import annotations
