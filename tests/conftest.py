@@ -8,8 +8,14 @@ if str(ROOT) not in sys.path:
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+# HYPOTHESIS_PROFILE picks one: "ci" (default, seconds per suite), "dev", or "slow" (at
+# least SLOW_EXAMPLES examples for every property, stateful and differential test, including
+# those that set their own count through tests/helpers.py:examples; docs/reliability.md).
+SLOW_EXAMPLES = 2000
 settings.register_profile("ci", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("slow", max_examples=SLOW_EXAMPLES, deadline=None,
+                          suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

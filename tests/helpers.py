@@ -1,6 +1,10 @@
 """Small helpers shared by the tests."""
 from __future__ import annotations
 
+import os
+
+from hypothesis import settings
+
 import uvmsim
 from uvmsim.trace.builder import TraceBuilder
 
@@ -28,3 +32,10 @@ def ping_pong(n: int, duration_ns: int = 1000):
     for i in range(n):
         b.kernel(f"k{i}", reads=pa if i % 2 == 0 else pb, duration_ns=duration_ns)
     return b.build()
+
+
+def examples(n: int) -> int:
+    """A test's own hypothesis example count, raised to the loaded profile's when that is
+    larger (HYPOTHESIS_PROFILE=slow), so an explicit count never caps a deep run."""
+    slow = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
+    return max(n, settings().max_examples) if slow else n

@@ -7,6 +7,8 @@ from hypothesis import HealthCheck, given, settings, strategies as hs
 import uvmsim
 from uvmsim.trace.builder import TraceBuilder
 
+from helpers import examples
+
 MiB = 1 << 20
 
 
@@ -35,7 +37,7 @@ def traces(draw):
 # not in trace order, and a batch can need more chunks at once than the victim order assumed,
 # so there MIN is a heuristic, not a bound (hypothesis found belady2m at 3 evictions against
 # lru2m's 2 with batch 3 and density prefetch).
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 @given(t=traces(), cap=hs.integers(1, 4), pf=hs.sampled_from(["density", "none", "2m"]))
 def test_belady_is_a_lower_bound(t, cap, pf):
     kw = dict(capacity_chunks=cap, prefetch=pf, fault_batch_size=1)

@@ -19,9 +19,10 @@ from uvmsim.multi import simulate_multi
 from uvmsim.policies import EVICT, PREFETCH
 
 from strategies_uvm import programs, translations
+from helpers import examples
 
 PAIRS = sorted({(p, "lru2m") for p in PREFETCH} | {("density", e) for e in EVICT})
-SLOW = settings(max_examples=25, deadline=None,
+SLOW = settings(max_examples=examples(25), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 common = st.fixed_dictionaries({
@@ -82,7 +83,7 @@ def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev):
         assert a.extra["dtoh_bytes_host"] == a.extra["host_populated_pages"] == 0
 
 
-@settings(max_examples=10, deadline=None,
+@settings(max_examples=examples(10), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(progs=st.lists(programs(max_ops=6, v11=True), min_size=1, max_size=3), kw=common,
        opts=options, tr=translations)
@@ -115,7 +116,7 @@ def test_engine_equals_reference_with_translation(prog, kw, tr, pf):
         assert a.summary["sim_time_ns"] >= base.summary["sim_time_ns"] * (1 - 1e-12)
 
 
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(progs=st.lists(programs(max_ops=6), min_size=1, max_size=3), kw=common,
        tr=translations)

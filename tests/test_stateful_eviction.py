@@ -10,6 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from helpers import examples
+
 from uvmsim.engine.build import engine_for
 from uvmsim.engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, CAUSE_API, CAUSE_DEMAND,
                                  CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_PREFETCH, HTOD_COLS, INB,
@@ -238,7 +240,7 @@ class EvictionMachine(RuleBasedStateMachine):
 
 
 EvictionMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None,
+    max_examples=examples(60), stateful_step_count=25, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestEviction = EvictionMachine.TestCase
 

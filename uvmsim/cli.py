@@ -1,8 +1,9 @@
 """The `uvmsim` command line: replay, sweep, info, synth, record, run, policies, hardware,
 models.
 
-User errors (bad arguments, missing or malformed traces) print one line on stderr and exit
-with status 2; nothing prints a traceback unless UVMSIM_DEBUG=1.
+User errors (bad arguments, malformed traces, missing or unreadable paths, not enough
+memory) print one line on stderr and exit with status 2; an internal error prints one line
+and exits with status 1; nothing prints a traceback unless UVMSIM_DEBUG=1.
 """
 from __future__ import annotations
 
@@ -418,16 +419,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return COMMANDS[a.command](a)
-    except (UserError, TraceFormatError, ConfigError, FileNotFoundError, FileExistsError,
-            NotADirectoryError, PermissionError) as e:
-        if os.environ.get("UVMSIM_DEBUG"):
-            raise
-        msg = str(e).replace("\n", " ")
-        print(f"uvmsim {a.command}: error: {msg}", file=sys.stderr)
-        return 2
+    except (UserError, TraceFormatError, ConfigError, OSError) as e:
+        # the input's fault: a broken trace, a bad argument, a missing or unreadable path
+        return _fail(a.command, str(e), 2)
+    except MemoryError:
+        return _fail(a.command, "out of memory (the trace is too large for this machine)", 2)
     except KeyboardInterrupt:
         print("uvmsim: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug in uvmsim: still one line, and how to see the traceback
+        return _fail(a.command, f"internal error {type(e).__name__}: {e} (a bug; rerun with "
+                     "UVMSIM_DEBUG=1 for the traceback)", 1)
+
+
+def _fail(command: str, msg: str, status: int) -> int:
+    """Print one line on stderr and return the exit status (or re-raise under
+    UVMSIM_DEBUG=1)."""
+    if os.environ.get("UVMSIM_DEBUG"):
+        raise
+    print(f"uvmsim {command}: error: {' '.join(msg.split())}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .format import OP_ALLOC, OP_CODE, OP_FREE, RANGE_OPS
+from .format import OP_ALLOC, OP_FREE
 
 # Error codes shared with io.py.
 OK = 0
@@ -27,7 +27,9 @@ E_SLICES_ZERO = 17
 E_NO_NSLICES = 18
 E_SLICES_RANGE = 19
 
-_RANGE_CODES = np.array(sorted(OP_CODE[o] for o in RANGE_OPS), dtype=np.int8)
+# Pages at or above this are outside every allocation (io.py rejects addresses >= 2**62).
+PAGE_LIMIT = 1 << 50
+SIGN_BIT = np.int64(-(1 << 63))
 
 
 @njit(cache=True)
@@ -156,13 +158,15 @@ def new_row_state(n_alloc: int, n_dense_pages: int, n_kernels: int):
     st[S_PREV_KID] = -1
     st[S_CACHE] = -1
     live = np.empty(n_alloc + 1, np.int64)
-    stamp = np.full(n_dense_pages, -1, np.int32)
+    # one bit per dense page: touched by the current kernel (cleared when it ends); an
+    # eighth of a byte per page stays in cache where an int32 stamp per page would not
+    seen = np.zeros((n_dense_pages >> 3) + 1, np.uint8)
     k_row_start = np.zeros(n_kernels + 1, np.int64)
-    return st, live, stamp, k_row_start
+    return st, live, seen, k_row_start
 
 
 @njit(cache=True)
-def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
+def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
                  ev_op, ev_alloc, a_base, a_end, a_first_page, a_last_page, a_page_off,
                  b_kid, b_page, b_flags, b_count, b_order, b_slices, nslices_by_rank, drop,
                  out_page, out_flags, out_count, out_slices):
@@ -171,7 +175,8 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
     `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
     nslices_by_rank and out_slices are unused). Returns (err, row_in_batch, detail): detail
     is the kernel rank, the row's page or the kernel's n_slices. State lives in
-    st/live/stamp/k_row_start between batches.
+    st/live/seen/k_row_start between batches; the caller sized the outputs for every row
+    (io.py checks each batch against them), and every index below is checked before use.
     """
     has_slices = b_slices.size > 0
     n_live = st[S_NLIVE]
@@ -179,7 +184,21 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
     cache = st[S_CACHE]
     prev_kid = st[S_PREV_KID]
     rank = st[S_RANK_OF_PREV_KID]
+    prev_rank = st[S_PREV_RANK]
+    po = st[S_PREV_ORDER]
+    pp = st[S_PREV_PAGE]
+    cursor = st[S_CURSOR]
+    dropped = st[S_DROPPED]
     n_k = kid_sorted.size
+    # the cached allocation's page range, so a hit costs two compares
+    c_lo = np.int64(0)
+    c_hi = np.int64(-1)
+    if cache >= 0:
+        c_lo = a_first_page[cache]
+        c_hi = a_last_page[cache]
+    err = OK
+    err_row = -1
+    detail = np.int64(0)
     for r in range(b_kid.size):
         kid = np.int64(b_kid[r])
         if kid != prev_kid:
@@ -192,19 +211,21 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
                 else:
                     hi = mid
             if lo == n_k or kid_sorted[lo] != kid:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_UNKNOWN_KERNEL, r, kid
+                err, err_row, detail = E_UNKNOWN_KERNEL, r, kid
+                break
             rank = kid_rank[lo]
             prev_kid = kid
-            if rank <= st[S_PREV_RANK]:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_UNSORTED_KERNEL, r, rank
-            for q in range(st[S_PREV_RANK] + 1, rank + 1):
+            if rank <= prev_rank:
+                err, err_row, detail = E_UNSORTED_KERNEL, r, rank
+                break
+            if prev_rank >= 0:  # forget the previous kernel's pages
+                for j in range(k_row_start[prev_rank], out):
+                    seen[out_page[j] >> 3] = 0
+            for q in range(prev_rank + 1, rank + 1):
                 k_row_start[q] = out
             # replay alloc/free up to this kernel's event so the live set is the one it saw
-            cur = st[S_CURSOR]
             end = k_event[rank]
-            for e in range(cur, end):
+            for e in range(cursor, end):
                 op = ev_op[e]
                 if op == OP_ALLOC:
                     _live_insert(live, n_live, a_base, ev_alloc[e])
@@ -212,78 +233,92 @@ def resolve_rows(st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event,
                 elif op == OP_FREE:
                     _live_remove(live, n_live, ev_alloc[e])
                     n_live -= 1
-            st[S_CURSOR] = end + 1
+            cursor = end + 1
             cache = -1
-            st[S_PREV_RANK] = rank
-            st[S_PREV_ORDER] = -1
-            st[S_PREV_PAGE] = -1
+            c_lo, c_hi = np.int64(0), np.int64(-1)
+            prev_rank = rank
+            po = -1
+            pp = -1
         fl = b_flags[r]
         if fl == 0 or fl > 7:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_FLAGS, r, fl
+            err, err_row, detail = E_FLAGS, r, np.int64(fl)
+            break
         if b_count[r] < 1:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_COUNT, r, 0
+            err, err_row = E_COUNT, r
+            break
         if has_slices:
             sl = b_slices[r]
             ns = nslices_by_rank[rank]
             if sl == 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_SLICES_ZERO, r, 0
+                err, err_row = E_SLICES_ZERO, r
+                break
             if ns == 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_NO_NSLICES, r, 0
+                err, err_row = E_NO_NSLICES, r
+                break
             if ns < 64 and (sl >> np.uint64(ns)) != 0:
-                _save(st, n_live, out, cache, prev_kid, rank)
-                return E_SLICES_RANGE, r, ns
-        page = b_page[r]
+                err, err_row, detail = E_SLICES_RANGE, r, ns
+                break
+        page = b_page[r]  # the uint64 column viewed as int64
+        # flipping the sign bit makes int64 comparison order the pages as uint64 does
+        key = page ^ SIGN_BIT
         order = np.int64(b_order[r])
-        po = st[S_PREV_ORDER]
-        pp = st[S_PREV_PAGE]
-        if order < po or (order == po and page <= pp):
-            _save(st, n_live, out, cache, prev_kid, rank)
-            if order == po and page == pp:
-                return E_DUPLICATE, r, page
-            return E_UNSORTED_ROW, r, page
-        st[S_PREV_ORDER] = order
-        st[S_PREV_PAGE] = page
+        if order < po or (order == po and key <= pp):
+            err, err_row, detail = E_UNSORTED_ROW, r, page
+            if order == po and key == pp:
+                err = E_DUPLICATE
+            break
+        po = order
+        pp = key
+        if page < 0 or page >= PAGE_LIMIT:
+            # beyond every allocation (addresses stop at 2**62), and page << 12 below would
+            # wrap: decide here, before any arithmetic on it
+            if drop:
+                dropped += 1
+                continue
+            err, err_row, detail = E_OUT_OF_RANGE, r, page
+            break
         # attribute to the lowest-base live allocation overlapping the page
         a = -1
-        if cache >= 0 and a_first_page[cache] < page and page <= a_last_page[cache]:
+        if c_lo < page and page <= c_hi:
             a = cache  # strictly inside: no lower-base allocation can share this page
         else:
             i = _live_find_end_gt(live, n_live, a_end, page << 12)
             if i < n_live and a_base[live[i]] < ((page + 1) << 12):
                 a = live[i]
                 cache = a
+                c_lo = a_first_page[a]
+                c_hi = a_last_page[a]
         if a < 0:
             if drop:
-                st[S_DROPPED] += 1
+                dropped += 1
                 continue
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_OUT_OF_RANGE, r, page
+            err, err_row, detail = E_OUT_OF_RANGE, r, page
+            break
+        # a_first_page[a] <= page <= a_last_page[a] here, so d indexes this allocation's
+        # dense pages
         d = a_page_off[a] + page - a_first_page[a]
-        if stamp[d] == rank:
-            _save(st, n_live, out, cache, prev_kid, rank)
-            return E_DUPLICATE, r, page
-        stamp[d] = rank
+        bit = np.uint8(1 << (d & 7))
+        if seen[d >> 3] & bit:
+            err, err_row, detail = E_DUPLICATE, r, page
+            break
+        seen[d >> 3] |= bit
         out_page[out] = d
         out_flags[out] = fl
         out_count[out] = b_count[r]
         if has_slices:
             out_slices[out] = b_slices[r]
         out += 1
-    _save(st, n_live, out, cache, prev_kid, rank)
-    return OK, -1, 0
-
-
-@njit(cache=True)
-def _save(st, n_live, out, cache, prev_kid, rank):
     st[S_NLIVE] = n_live
     st[S_OUT] = out
     st[S_CACHE] = cache
     st[S_PREV_KID] = prev_kid
     st[S_RANK_OF_PREV_KID] = rank
+    st[S_PREV_RANK] = prev_rank
+    st[S_PREV_ORDER] = po
+    st[S_PREV_PAGE] = pp
+    st[S_CURSOR] = cursor
+    st[S_DROPPED] = dropped
+    return err, err_row, detail
 
 
 @njit(cache=True)

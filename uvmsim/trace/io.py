@@ -6,6 +6,7 @@ memory twice.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import _resolve as R
+from ._parquet import PARQUET_ERRORS, _one_line, open_checked
 from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, EVENTS, FORMAT,
                      HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST, MAX_SLICES, MINOR,
                      OP_CODE, OPS, OPTIONAL, PAGE_SIZE, PREFETCH_ARGS, RANGE_OPS,
@@ -33,7 +35,7 @@ _ADDR_LIMIT = 1 << 62  # addresses are handled as int64 internally
 
 
 # --------------------------------------------------------------------------- columns
-def _is_int(t: pa.DataType) -> bool:
+def _is_int_type(t: pa.DataType) -> bool:
     return pa.types.is_integer(t)
 
 
@@ -62,11 +64,12 @@ def _coerce_column(col: pa.ChunkedArray | pa.Array, name: str, target: pa.DataTy
         return pa.chunked_array([pa.nulls(len(col), target)], type=target)
     if pa.types.is_string(target):
         if pa.types.is_string(t) or pa.types.is_large_string(t):
+            _check_utf8(col, name, file, row_offset)
             return col.cast(target)
         raise TraceFormatError(f"type {t} cannot be read as string", file=file, column=name)
     if t == target:
         return col
-    if not (_is_int(t) or pa.types.is_floating(t)):
+    if not (_is_int_type(t) or pa.types.is_floating(t)):
         raise TraceFormatError(f"type {t} cannot be cast losslessly to {target}", file=file,
                                column=name)
     try:
@@ -75,6 +78,24 @@ def _coerce_column(col: pa.ChunkedArray | pa.Array, name: str, target: pa.DataTy
         row = _first_bad_cast_row(col, target)
         raise TraceFormatError(f"value cannot be cast losslessly to {target}", file=file,
                                column=name, row=None if row is None else row_offset + row)
+
+
+def _check_utf8(col: pa.ChunkedArray, name: str, file: str, row_offset: int) -> None:
+    """Parquet does not check that strings are UTF-8; damaged bytes would surface later as
+    a UnicodeDecodeError far from the file."""
+    try:
+        col.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    for i, v in enumerate(col.cast(pa.large_binary()).to_pylist()):
+        if v is not None:
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TraceFormatError("string is not valid UTF-8", file=file, column=name,
+                                       row=row_offset + i) from None
+    raise TraceFormatError("string column is malformed", file=file, column=name)
 
 
 def _check_columns(names: Iterable[str], file: str, shown: str) -> None:
@@ -97,10 +118,15 @@ def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.T
     """
     shown = shown or file
     if isinstance(table, pd.DataFrame):
-        table = pa.Table.from_pandas(table, preserve_index=False)
+        table = _from_pandas(table, shown)
     elif not isinstance(table, pa.Table):
         raise TypeError(f"{file}: expected a pandas DataFrame or pyarrow Table, got "
                         f"{type(table).__name__}")
+    seen: set[str] = set()
+    for n in table.column_names:
+        if n in seen:
+            raise TraceFormatError("column appears twice", file=shown, column=n)
+        seen.add(n)
     _check_columns(table.column_names, file, shown)
     opt = _optional_present(table.column_names, file)
     schema = arrow_schema(file, opt)
@@ -109,14 +135,97 @@ def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.T
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def _from_pandas(df: pd.DataFrame, shown: str) -> pa.Table:
+    names = [str(c) for c in df.columns]
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise TraceFormatError("column appears twice", file=shown, column=dup)
+    arrays = []
+    for i, n in enumerate(names):
+        try:
+            arrays.append(pa.array(df.iloc[:, i], from_pandas=True))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise TraceFormatError(f"values cannot be read as one Arrow type ({_one_line(e)})",
+                                   file=shown, column=n) from None
+    return pa.Table.from_arrays(arrays, names=names)
+
+
 # --------------------------------------------------------------------------- manifest
+# A manifest is a few hundred bytes of provenance; the limits keep a hostile one from
+# costing time or memory, and keep json's recursive parser far from the interpreter's
+# recursion limit.
+MANIFEST_MAX_BYTES = 1 << 20
+MANIFEST_MAX_DEPTH = 32
+
+
 def _read_manifest(d: Path) -> dict[str, Any]:
     p = d / MANIFEST
+    with open(p, "rb") as f:
+        raw = f.read(MANIFEST_MAX_BYTES + 1)
+    return parse_manifest(raw, str(p))
+
+
+def parse_manifest(raw: bytes, file: str = MANIFEST) -> dict[str, Any]:
+    """Decode and check manifest.json's bytes (UTF-8 JSON object, size and depth limits,
+    exact types: a JSON true is not the integer 1)."""
+    if len(raw) > MANIFEST_MAX_BYTES:
+        raise TraceFormatError(f"larger than {MANIFEST_MAX_BYTES} bytes", file=file)
     try:
-        m = json.loads(p.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})",
+                               file=file) from None
+    if text.startswith("\ufeff"):
+        raise TraceFormatError("starts with a byte-order mark (JSON is plain UTF-8)", file=file)
+    try:
+        m = json.loads(text, object_pairs_hook=_no_duplicate_keys,
+                       parse_constant=_no_constant)
     except json.JSONDecodeError as e:
-        raise TraceFormatError(f"not valid JSON ({e.msg} at line {e.lineno})", file=str(p))
-    return _check_manifest(m, str(p))
+        raise TraceFormatError(f"not valid JSON ({e.msg} at line {e.lineno})",
+                               file=file) from None
+    except RecursionError:
+        m = None
+        depth = MANIFEST_MAX_DEPTH + 1
+    except ValueError as e:  # from the hooks
+        raise TraceFormatError(str(e), file=file) from None
+    else:
+        depth = _depth(m)
+    if depth > MANIFEST_MAX_DEPTH:
+        raise TraceFormatError(f"nested deeper than {MANIFEST_MAX_DEPTH} levels", file=file)
+    return _check_manifest(m, file)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest = 0
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o)
+        else:
+            continue
+        deepest = max(deepest, d)
+    return deepest
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int  # bool is a subclass of int; a JSON true must not pass as 1
 
 
 def _check_manifest(m: Any, file: str) -> dict[str, Any]:
@@ -125,15 +234,15 @@ def _check_manifest(m: Any, file: str) -> dict[str, Any]:
     if m.get("format") != FORMAT:
         raise TraceFormatError(f"format is {m.get('format')!r}, expected 'uvmtrace'", file=file)
     v = m.get("version")
-    if type(v) is not int or v != VERSION:  # a JSON true must not pass as 1
+    if not _is_int(v) or v != VERSION:
         raise TraceFormatError(f"unknown version {v!r} (this reader knows 1)", file=file)
     minor = m.get("minor", 0)
-    if type(minor) is not int or not 0 <= minor <= MINOR:
+    if not _is_int(minor) or not 0 <= minor <= MINOR:
         raise TraceFormatError(f"unknown minor version {minor!r} (this reader knows 0..{MINOR})",
                                file=file)
-    if m.get("page_size", PAGE_SIZE) != PAGE_SIZE:
-        raise TraceFormatError(f"page_size {m.get('page_size')!r} unsupported (v1 is 4096)",
-                               file=file)
+    ps = m.get("page_size", PAGE_SIZE)
+    if not _is_int(ps) or ps != PAGE_SIZE:
+        raise TraceFormatError(f"page_size {ps!r} unsupported (v1 is 4096)", file=file)
     src = m.get("source", {})
     if not isinstance(src, dict):
         raise TraceFormatError("'source' must be a JSON object", file=file)
@@ -188,13 +297,15 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     last_page = (end - 1) >> 12
     npages = last_page - first_page + 1
     nblocks = (last_page >> 9) - (first_page >> 9) + 1
-    page_off = np.concatenate([[0], np.cumsum(npages)[:-1]]).astype(np.int64)
-    block_off = np.concatenate([[0], np.cumsum(nblocks)[:-1]]).astype(np.int64)
-    n_pages = int(npages.sum())
-    n_blocks = int(nblocks.sum())
+    # each allocation spans < 2**50 pages and there are < 2**32 of them, so the sum fits
+    # uint64 even before the check; the dense page index is int32 in the engine
+    n_pages = int(npages.astype(np.uint64).sum())
     if n_pages >= 2**31:
         raise TraceFormatError(f"allocations span {n_pages} pages; at most 2**31 supported",
-                               file=fa)
+                               file=fa, column="size")
+    page_off = np.concatenate([[0], np.cumsum(npages)[:-1]]).astype(np.int64)
+    block_off = np.concatenate([[0], np.cumsum(nblocks)[:-1]]).astype(np.int64)
+    n_blocks = int(nblocks.sum())
     host = kind == KIND_HOST
 
     # kernels
@@ -275,12 +386,17 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         if miss.any():
             raise TraceFormatError(f"'{OPS[op[_first(miss)]]}' event needs {c}", file=fe,
                                    column=c, row=_first(miss))
-    addr = events["addr"].fillna(0).to_numpy(np.uint64)
-    esize = events["size"].fillna(0).to_numpy(np.uint64)
+    # from Arrow, not pandas: a nullable uint64 column becomes float64 in pandas and
+    # would round values above 2**53
+    addr = _u64(events_t.column("addr"))
+    esize = _u64(events_t.column("size"))
+    # each operand below 2**62 first, so their sum cannot wrap
     big = is_range & ((addr >= _ADDR_LIMIT) | (esize >= _ADDR_LIMIT))
+    big |= is_range & ~big & (addr + esize > _ADDR_LIMIT)
     if big.any():
-        raise TraceFormatError("addr/size beyond 2**62 is not supported", file=fe,
-                               column="addr", row=_first(big))
+        r = _first(big)
+        raise TraceFormatError("addr + size beyond 2**62 is not supported", file=fe,
+                               column="addr" if addr[r] >= _ADDR_LIMIT else "size", row=r)
     is_host = op == OP_CODE["host_access"]
     zero = is_host & (esize == 0)
     if zero.any():
@@ -354,7 +470,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     kid_rank = np.empty(len(kid), np.int64)
     kid_rank[k_pos] = np.arange(k_pos.size)
     kid_rank = kid_rank[order]
-    st, live, stamp, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
+    st, live, seen, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
     out_page = np.empty(n_rows, np.int32)
     out_flags = np.empty(n_rows, np.uint8)
     out_count = np.empty(n_rows, np.uint32)
@@ -365,12 +481,14 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     columns = SCHEMAS[ACCESSES] + (OPTIONAL[ACCESSES] if has_slices else [])
     done = 0
     for batch in batches:
-        cols = {}
-        for n, t, nl in columns:
-            cols[n] = _coerce_column(batch.column(n), n, t, nl, fx, done).combine_chunks() \
-                .to_numpy()
+        # the output arrays are sized by the footer's row count, which the compiled pass
+        # must never write past
+        if done + batch.num_rows > n_rows:
+            raise TraceFormatError(f"holds more rows than the {n_rows} its metadata says",
+                                   file=fx)
+        cols = {n: _column_numpy(batch.column(n), n, t, nl, fx, done) for n, t, nl in columns}
         err, r, detail = R.resolve_rows(
-            st, live, stamp, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
+            st, live, seen, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
             end, first_page, last_page, page_off, cols["kernel_id"],
             cols["page"].view(np.int64), cols["flags"], cols["count"], cols["order"],
             cols["slices"] if has_slices else no_slices, nslices_by_rank,
@@ -379,9 +497,11 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             _raise_row_error(err, done + int(r), int(detail), cols, int(r), kernels, kid,
                              k_pos, fx)
         done += batch.num_rows
+    if done != n_rows:
+        raise TraceFormatError(f"holds {done} rows, its metadata says {n_rows}", file=fx)
     R.finish_rows(st, k_row_start)
     n_out = int(st[R.S_OUT])
-    del stamp, live
+    del seen, live
     # decoded batches are gone; hand their memory back instead of keeping it in the pool
     pa.default_memory_pool().release_unused()
 
@@ -405,6 +525,22 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
                  path=path)
 
 
+def _column_numpy(col: pa.Array, name: str, target: pa.DataType, nullable: bool, file: str,
+                  row_offset: int) -> np.ndarray:
+    """One batch column of the access rows as NumPy: a zero-copy view when it already has
+    the spec's type and no nulls (the common case, and the one loading speed rests on)."""
+    if col.type == target and col.null_count == 0:
+        return col.to_numpy(zero_copy_only=True)
+    return _coerce_column(col, name, target, nullable, file, row_offset).combine_chunks() \
+        .to_numpy()
+
+
+def _u64(col: pa.ChunkedArray) -> np.ndarray:
+    """A nullable uint64 column as NumPy, nulls as 0."""
+    return pc.fill_null(col, 0).combine_chunks().to_numpy(zero_copy_only=False) \
+        .astype(np.uint64, copy=False)
+
+
 def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
                      kernels: pd.DataFrame, kid: np.ndarray, k_pos: np.ndarray, fx: str):
     k = int(cols["kernel_id"][r])
@@ -424,6 +560,8 @@ def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
     if err == R.E_UNSORTED_ROW:
         raise TraceFormatError(f"rows of {kname} not sorted by (order, page)", file=fx,
                                column="order", row=row)
+    if err in (R.E_DUPLICATE, R.E_OUT_OF_RANGE):
+        detail %= 1 << 64  # the page column was viewed as int64
     if err == R.E_DUPLICATE:
         raise TraceFormatError(f"page {detail:#x} appears twice for {kname}", file=fx,
                                column="page", row=row)
@@ -450,40 +588,84 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     """Read and validate a uvmtrace v1 directory.
 
     Raises `TraceFormatError` naming the file, column and first offending row for anything
-    that breaks the format. With `drop_out_of_range=True`, access rows outside every live
-    allocation are dropped and counted in `Trace.dropped_rows` instead.
+    that breaks the format, and an `OSError` subclass (`FileNotFoundError`,
+    `NotADirectoryError`, `PermissionError`, ...) when the path is missing or unreadable.
+    With `drop_out_of_range=True`, access rows outside every live allocation are dropped
+    and counted in `Trace.dropped_rows` instead.
     """
     d = Path(path)
-    if not d.exists():
-        raise TraceFormatError("no such trace directory", file=str(d))
+    try:
+        exists = d.exists()
+    except ValueError:  # e.g. an embedded NUL: no file can have this name
+        exists = False
+    if not exists:
+        raise FileNotFoundError(errno.ENOENT, "no such trace directory", str(d))
     if not d.is_dir():
-        raise TraceFormatError("a uvmtrace is a directory (name ending in .uvmtrace)",
-                               file=str(d))
+        raise NotADirectoryError(errno.ENOTDIR, "a uvmtrace is a directory (name ending in "
+                                 ".uvmtrace)", str(d))
     if not d.name.endswith(".uvmtrace"):
         raise TraceFormatError("trace directory name must end in '.uvmtrace'", file=str(d))
     for f in REQUIRED_FILES:
         if not (d / f).is_file():
-            raise TraceFormatError("missing file", file=str(d / f))
+            raise TraceFormatError("missing file" if not (d / f).exists() else
+                                   "not a regular file", file=str(d / f))
     manifest = _read_manifest(d)
     names = {f: str(d / f) for f in REQUIRED_FILES}
+    files = {f: open_checked(d / f, names[f]) for f in (ALLOCATIONS, EVENTS, KERNELS,
+                                                         ACCESSES)}
     small = {}
     for f in (ALLOCATIONS, EVENTS, KERNELS):
+        pf = files[f]
+        _check_columns(pf.schema_arrow.names, f, names[f])
+        cols = _spec_columns(pf.schema_arrow.names, f)
         try:
-            t = pq.read_table(d / f)
-        except pa.ArrowException as e:
-            raise TraceFormatError(f"not a readable Parquet file ({e})", file=names[f])
+            t = pf.read(columns=cols, use_threads=True)
+        except PARQUET_ERRORS as e:
+            raise TraceFormatError(f"unreadable Parquet data ({_one_line(e)})",
+                                   file=names[f]) from None
         small[f] = _coerce_table(t, f, names[f])
-    try:
-        pf = pq.ParquetFile(d / ACCESSES)
-    except pa.ArrowException as e:
-        raise TraceFormatError(f"not a readable Parquet file ({e})", file=names[ACCESSES])
+    pf = files[ACCESSES]
     _check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
-    opt = _optional_present(pf.schema_arrow.names, ACCESSES)
-    cols = [n for n, _, _ in SCHEMAS[ACCESSES]] + list(opt)
-    batches = pf.iter_batches(batch_size=batch_rows, columns=cols)
-    return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS], batches,
+    cols = _spec_columns(pf.schema_arrow.names, ACCESSES)
+    if manifest.get("minor", 0) < 1:
+        # a v1.1 feature under a v1 manifest: a v1 reader would silently ignore the
+        # columns, so the trace does not mean what its manifest says
+        for f, present in ((KERNELS, _optional_present(small[KERNELS].column_names, KERNELS)),
+                           (ACCESSES, _optional_present(cols, ACCESSES))):
+            if present:
+                raise TraceFormatError("v1.1 column in a trace whose manifest says minor 0",
+                                       file=names[f], column=present[0])
+        ops = small[EVENTS].column("op")
+        if len(ops) and pc.any(pc.is_in(ops, pa.array(sorted(V11_OPS)))).as_py():
+            r = int(np.flatnonzero(pc.is_in(ops, pa.array(sorted(V11_OPS))).to_numpy(
+                zero_copy_only=False))[0])
+            raise TraceFormatError("v1.1 op in a trace whose manifest says minor 0",
+                                   file=names[EVENTS], column="op", row=r)
+    return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS],
+                  _guarded(pf.iter_batches(batch_size=batch_rows, columns=cols,
+                                           use_threads=True), names[ACCESSES]),
                   pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
-                  has_slices="slices" in opt)
+                  has_slices="slices" in cols)
+
+
+def _spec_columns(names: Iterable[str], file: str) -> list[str]:
+    """The columns of `file` the reader decodes: v1's and the v1.1 optional ones present
+    (extra columns are never decoded, so damage in them cannot matter)."""
+    return [n for n, _, _ in SCHEMAS[file]] + list(_optional_present(names, file))
+
+
+def _guarded(batches: Iterator[pa.RecordBatch], shown: str) -> Iterator[pa.RecordBatch]:
+    """The batches, with a decoding failure turned into a TraceFormatError."""
+    it = iter(batches)
+    while True:
+        try:
+            b = next(it)
+        except StopIteration:
+            return
+        except PARQUET_ERRORS as e:
+            raise TraceFormatError(f"unreadable Parquet data ({_one_line(e)})",
+                                   file=shown) from None
+        yield b
 
 
 def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: TableLike,
