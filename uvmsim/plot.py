@@ -84,6 +84,14 @@ def _sim_view(sim: pd.DataFrame, model: str | None, prefetch: str | None) -> pd.
     return s
 
 
+def _time_col(s: pd.DataFrame) -> str:
+    """One training step's simulated time where the sweep marked iterations, else the whole
+    trace's (traces recorded without models.py's markers)."""
+    if "iter_sim_ns" in s and len(s) and s["iter_sim_ns"].notna().all():
+        return "iter_sim_ns"
+    return "sim_time_ns"
+
+
 def _real_view(real: pd.DataFrame) -> pd.DataFrame:
     r = real.copy()
     r["censored"] = r["censored"].astype(str).str.lower() == "true"
@@ -109,7 +117,7 @@ def slowdown_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
                                  bool(x["censored"])))
     if sim is not None and len(sim):
         s = _sim_view(sim, model, prefetch)
-        col = "iter_sim_ns" if "iter_sim_ns" in s else "sim_time_ns"
+        col = _time_col(s)
         for (w, p), g in s.groupby(["workload", "pca"], sort=False):
             base = g.loc[g["oversub"] == 1.0, col]
             if base.empty:
@@ -136,7 +144,7 @@ def pca_ratio_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
                                  bool(on["censored"] or off["censored"])))
     if sim is not None and len(sim):
         s = _sim_view(sim, model, prefetch)
-        col = "iter_sim_ns" if "iter_sim_ns" in s else "sim_time_ns"
+        col = _time_col(s)
         t = s.set_index(["workload", "oversub", "pca"])[col]
         for (w, f) in sorted({(a, b) for a, b, _ in t.index}):
             if (w, f, "on") in t.index and (w, f, "off") in t.index:
