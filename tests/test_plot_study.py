@@ -83,6 +83,10 @@ def test_counts_faults_read_share_and_migrations(sim):
     assert s["faults"] == row["faults"]
     assert s["read_share"] == pytest.approx(row["faults_read"] / row["faults"])
     assert s["migrated_pages"] == (row["htod_bytes"] + row["dtoh_bytes_evict"]) / 4096
+    assert s["volume_over_footprint"] == pytest.approx(   # the real runs' footprint
+        (row["htod_bytes"] + row["dtoh_bytes_evict"]) / 8192)
+    alone = P.counts_table(None, sim, model=None, prefetch=None)
+    assert (alone["footprint_bytes"] == row["peak_blocks"] * (2 << 20)).all()
     fig = P.plot_faults(REAL, sim, model=None, prefetch=None)
     assert lines(fig.axes[0])["real PCA off"] == ([1.0, 1.5], [20.0, 900.0])
     fig = P.plot_fault_kinds(sim, model=None, prefetch=None)

@@ -155,7 +155,8 @@ def pca_ratio_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
 def counts_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
                  model: str | None = "h200", prefetch: str | None = "density") -> pd.DataFrame:
     """Whole-run counts, real (CUPTI counter runs) and simulated (the whole trace): faults,
-    htod_bytes, dtoh_bytes, migrated_pages ((HtoD + DtoH) / 4 KiB), footprint_bytes and
+    htod_bytes, dtoh_bytes, migrated_pages ((HtoD + DtoH) / 4 KiB), footprint_bytes (the real
+    runs' footprint of the same workload, else the trace's peak 2 MiB blocks) and
     volume_over_footprint ((HtoD + DtoH) / footprint); simulated runs add faults_read,
     faults_write and read_share. Real rows only where a counter run was made."""
     cols = ["workload", "pca", "factor", "source", "faults", "faults_read", "faults_write",
@@ -170,11 +171,19 @@ def counts_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
                          float(x["dtoh_bytes"]), float(x.get("footprint_bytes", "nan"))))
     if sim is not None and len(sim):
         s = _sim_view(sim, model, prefetch)
+        # the footprint of the real runs (the trace's peak live managed bytes) where known:
+        # peak 2 MiB blocks overstate it when many small allocations each open a block
+        fp = {}
+        if real is not None and "footprint_bytes" in real:
+            fp = {(m, p): float(v) for m, p, v in
+                  zip(real["model"], real["pca"], pd.to_numeric(real["footprint_bytes"],
+                                                                errors="coerce")) if v == v}
         for _, x in s.iterrows():
             rows.append((x["workload"], x["pca"], float(x["oversub"]), "sim", float(x["faults"]),
                          float(x["faults_read"]), float(x["faults_write"]),
                          float(x["htod_bytes"]), float(x["dtoh_bytes_evict"]),
-                         float(x["peak_blocks"]) * (2 << 20)))
+                         fp.get((x["workload"], x["pca"]),
+                                float(x["peak_blocks"]) * (2 << 20))))
     df = pd.DataFrame(rows, columns=cols)
     df["migrated_pages"] = (df["htod_bytes"] + df["dtoh_bytes"]) / PAGE
     df["volume_over_footprint"] = (df["htod_bytes"] + df["dtoh_bytes"]) / df["footprint_bytes"]
