@@ -1,4 +1,4 @@
-"""The study's simulated side: `uvmsim sweep` of the study traces (docs/study-dl-oversubscription.md).
+"""The study's simulated side: `uvmsim sweep` of the study traces.
 
     python3 benchmarks/study/simulate.py [--jobs N] [--executor process|dask|serial]
         [--scheduler ADDR] [--factors 1,1.25,...] [--traces alexnet_on,...]

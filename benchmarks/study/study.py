@@ -241,7 +241,8 @@ def main() -> int:
                 if counters:   # after a timing run that finished quickly, once
                     r = byf.get(f)
                     if (not r or r["censored"] == "true" or r["faults"] != ""
-                            or r["exit_status"] != "0" or float(r["real_s"] or 1e9) > a.counter_max_s):
+                            or r["exit_status"] != "0"
+                            or float(r["real_s"] or 1e9) > a.counter_max_s):
                         continue
                 elif f in byf or any(g < f and r["censored"] == "true" for g, r in byf.items()):
                     continue   # done, or a lower factor was already censored
