@@ -36,10 +36,17 @@ def test_serial_and_process_pool_agree(trace):
     assert a.drop(columns=["hardware"]).equals(b.drop(columns=["hardware"]))
 
 
-def test_dask_backend(trace):
-    pytest.importorskip("dask.distributed")
-    df = sweep(trace, backend="dask", jobs=2, progress=False, **GRID)
+def test_dask_on_a_local_cluster_by_address(trace, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        df = sweep(trace, executor="dask", scheduler=cluster.scheduler_address,
+                   progress=False, out=tmp_path / "ds", **GRID)
     _check(df, trace)
+    assert len(list((tmp_path / "ds").glob("cell-*.parquet"))) == 4
+    again = sweep(trace, executor="serial", progress=False, out=tmp_path / "ds", **GRID)
+    assert again.attrs == {"computed": 0, "reused": 4}
+    assert again.equals(df)
 
 
 def test_options_reach_every_replay_and_extra_counts_are_columns(trace):
@@ -48,7 +55,7 @@ def test_options_reach_every_replay_and_extra_counts_are_columns(trace):
 
 
 def test_bad_backend_and_empty_grid(trace):
-    with pytest.raises(uvmsim.ConfigError, match="unknown backend"):
+    with pytest.raises(uvmsim.ConfigError, match="unknown executor"):
         sweep(trace, backend="mpi", jobs=2, progress=False, **GRID)
     with pytest.raises(uvmsim.ConfigError, match="empty"):
         sweep(trace, oversub=[], progress=False)
@@ -78,3 +85,126 @@ def test_model_reaches_every_replay():
     assert plain["model"][0] == "contract" and plain["zero_fill_pages"][0] == 3
     with pytest.raises(uvmsim.ConfigError, match="unknown model"):
         sweep(t, model="nope", progress=False)
+
+
+# ---------------------------------------------------------------- resumable datasets
+
+FULL = dict(oversub=[1.0, 1.5, 2.0], prefetch=["density", "none"])
+
+
+def test_interrupted_sweep_resumes_without_recomputing(trace, tmp_path, monkeypatch):
+    import uvmsim.sweep as S
+    clean = sweep(trace, executor="serial", progress=False, out=tmp_path / "clean", **FULL)
+    assert clean.attrs == {"computed": 6, "reused": 0}
+    real = S._run_cell
+    calls = []
+
+    def dies_after_four(task):
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # as a user's Ctrl-C in the middle of the sweep
+        calls.append(task["cell_id"])
+        return real(task)
+    monkeypatch.setattr(S, "_run_cell", dies_after_four)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(trace, executor="serial", progress=False, out=tmp_path / "d", **FULL)
+    written = {p.name for p in (tmp_path / "d").glob("cell-*.parquet")}
+    assert written == {f"cell-{c}.parquet" for c in calls} and len(written) == 4
+    assert not list((tmp_path / "d").glob(".cell-*"))   # no half-written file left
+
+    calls.clear()
+    monkeypatch.setattr(S, "_run_cell", lambda task: (calls.append(task["cell_id"]),
+                                                      real(task))[1])
+    resumed = sweep(trace, executor="serial", progress=False, out=tmp_path / "d", **FULL)
+    assert len(calls) == 2 and not set(calls) & {n[5:-8] for n in written}
+    assert resumed.attrs == {"computed": 2, "reused": 4}
+    assert resumed.equals(clean)
+
+
+def test_process_pool_resumes_a_smaller_sweep(trace, tmp_path):
+    part = sweep(trace, executor="process", jobs=2, progress=False, out=tmp_path / "d",
+                 oversub=[1.0, 2.0], prefetch=["density", "none"])
+    full = sweep(trace, executor="process", jobs=2, progress=False, out=tmp_path / "d", **FULL)
+    assert full.attrs == {"computed": 2, "reused": 4}
+    fresh = sweep(trace, executor="serial", progress=False, **FULL)
+    assert full.drop(columns=["hardware"]).equals(fresh.drop(columns=["hardware"]))
+    assert set(part["cell_id"]) < set(full["cell_id"])
+    from uvmsim.sweep import read_results
+    back = read_results(tmp_path / "d")
+    assert len(back) == 6 and set(back["cell_id"]) == set(full["cell_id"])
+
+
+def test_cell_ids_follow_content_parameters_and_model(trace, tmp_path):
+    from uvmsim.sweep import trace_content_id
+    kw_t = dict(layers=2, steps=1, weight_bytes=3 << 20, activation_bytes=5 << 20)
+    synth.write("training", tmp_path / "a.uvmtrace", **kw_t)
+    synth.write("training", tmp_path / "b.uvmtrace", **kw_t)
+    assert trace_content_id(tmp_path / "a.uvmtrace") == trace_content_id(tmp_path / "b.uvmtrace")
+    other = synth.make("training", layers=2, steps=1, weight_bytes=3 << 20,
+                       activation_bytes=6 << 20)
+    assert trace_content_id(other) != trace_content_id(trace)
+    assert trace_content_id(trace) == trace_content_id(synth.make("training", **kw_t))
+    kw = dict(executor="serial", progress=False, oversub=[2.0], prefetch=["none"])
+    base = sweep(tmp_path / "a.uvmtrace", **kw)["cell_id"][0]
+    assert sweep(tmp_path / "b.uvmtrace", **kw)["cell_id"][0] == base   # content, not path
+    assert sweep(other, **kw)["cell_id"][0] != base
+    assert sweep(tmp_path / "a.uvmtrace", model="h200", **kw)["cell_id"][0] != base
+    assert sweep(tmp_path / "a.uvmtrace", translation=True, **kw)["cell_id"][0] != base
+    assert sweep(tmp_path / "a.uvmtrace", fault_batch_size=64, **kw)["cell_id"][0] != base
+
+
+def test_traces_models_and_segments_are_dimensions(tmp_path):
+    from uvmsim.trace.builder import TraceBuilder
+
+    def make(n):
+        b = TraceBuilder()
+        x = b.alloc(8 << 20)
+        for step in range(2):
+            b.kernel("spin_kernel", reads=[])
+            b.kernel("fwd", reads=b.pages(x, 0, n))
+            b.kernel("bwd", writes=b.pages(x, 0, n))
+        return b.build()
+    df = sweep({"small": make(600), "large": make(1800)}, model=["contract", "h200"],
+               executor="serial", progress=False, oversub=[1.0, 2.0], prefetch=["none"],
+               segment="spin_kernel")
+    assert len(df) == 8
+    assert list(df["trace"].unique()) == ["small", "large"]
+    assert set(df["model"]) == {"contract", "h200"}
+    assert (df["segment_kernels"] == 2).all()
+    one = uvmsim.simulate(make(1800), oversub=2.0, prefetch="none")
+    tail = one.kernels.iloc[-2:]
+    row = df[(df["trace"] == "large") & (df["model"] == "contract") & (df["oversub"] == 2.0)]
+    assert row["iter_faults"].iloc[0] == tail["faults"].sum()
+    assert row["iter_sim_ns"].iloc[0] == pytest.approx(tail["sim_ns"].sum())
+    assert row["iter_slowdown"].iloc[0] == pytest.approx(
+        tail["sim_ns"].sum() / df[(df["trace"] == "large") & (df["model"] == "contract")
+                                  & (df["oversub"] == 1.0)]["iter_sim_ns"].iloc[0])
+
+
+def test_cli_sweep_of_several_traces_and_models_resumes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    a = synth.write("training", tmp_path / "a.uvmtrace", layers=2, steps=1,
+                    weight_bytes=3 << 20, activation_bytes=5 << 20)
+    b = synth.write("training", tmp_path / "b.uvmtrace", layers=3, steps=1,
+                    weight_bytes=3 << 20, activation_bytes=5 << 20)
+    args = [sys.executable, "-m", "uvmsim", "sweep", str(a), str(b), "--oversub", "1,2",
+            "--prefetch", "none", "--models", "contract,h200", "--dataset", str(tmp_path / "ds"),
+            "--executor", "serial", "--no-progress", "-o", str(tmp_path / "t.csv")]
+    env = {**__import__("os").environ, "PYTHONPATH": str(root)}
+    first = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "8 cells computed, 0 reused" in first.stdout
+    second = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert "0 cells computed, 8 reused" in second.stdout
+    import pandas as pd
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert sorted(t["trace"].unique()) == ["a", "b"] and sorted(t["model"].unique()) == [
+        "contract", "h200"]
+    row = t[(t["trace"] == "b") & (t["model"] == "h200") & (t["oversub"] == 2.0)].iloc[0]
+    s = uvmsim.simulate(uvmsim.load_trace(b), model="h200", oversub=2.0, prefetch="none")
+    assert row["faults"] == s.summary["faults"]
+    bad = subprocess.run(args[:5] + ["--scheduler", "tcp://x:1"], capture_output=True,
+                         text=True, env=env)
+    assert bad.returncode == 2 and "--executor dask" in bad.stderr

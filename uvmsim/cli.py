@@ -178,15 +178,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernels-out", metavar="FILE",
                    help="also write the per-kernel table (.parquet or .csv)")
 
-    p = sub.add_parser("sweep", help="replay one trace over policies and factors; table + plot")
-    p.add_argument("trace", help="a .uvmtrace directory")
+    p = sub.add_parser("sweep", help="replay traces over models, policies and factors; "
+                                     "table, resumable Parquet dataset, plot")
+    p.add_argument("trace", nargs="+", help="one or more .uvmtrace directories")
     p.add_argument("--oversub", type=_floats, default=[1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
                    help="comma-separated factors (default: 1,1.25,1.5,2,2.5,3)")
     _add_model_args(p, lists=True)
+    p.add_argument("--models", type=_names, metavar="A,B",
+                   help="comma-separated model presets, a sweep dimension (overrides --model)")
+    p.add_argument("--dataset", metavar="DIR",
+                   help="write each finished cell to DIR/cell-<id>.parquet as it finishes; "
+                        "cells already there are read back, not replayed (resume)")
+    p.add_argument("--segment", metavar="NAME",
+                   help="kernel-name substring marking iterations (e.g. spin_kernel): adds "
+                        "iter_* columns for the kernels after its last occurrence")
     p.add_argument("-o", "--out", metavar="FILE", help="write the table (.parquet or .csv)")
     p.add_argument("--plot", metavar="PNG", help="write a plot of the sweep")
     p.add_argument("--jobs", type=_positive_int, help="worker processes (default: CPUs)")
-    p.add_argument("--backend", choices=["process", "dask", "serial"], default="process")
+    p.add_argument("--executor", "--backend", dest="executor",
+                   choices=["process", "dask", "serial"], default="process",
+                   help="where cells run: a local process pool (default), a dask cluster "
+                        "(--scheduler) or this process")
+    p.add_argument("--scheduler", metavar="ADDR",
+                   help="dask scheduler address, e.g. tcp://host:8786 (with --executor dask; "
+                        "without it a local cluster of --jobs workers is started)")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -281,21 +296,40 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if a.prefetch_param or a.evict_param:
         raise UserError("--prefetch-param/--evict-param are for `replay`; use the Python API "
                         "to sweep parameters")
-    load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
-    df = sweep(a.trace, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
-               backend=a.backend, progress=not (a.no_progress or a.json),
-               drop_out_of_range=a.drop_out_of_range, **_mechanisms(a))
+    if a.scheduler and a.executor != "dask":
+        raise UserError("--scheduler needs --executor dask")
+    for t in a.trace:
+        load_trace(t, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
+    kw = _mechanisms(a)
+    if a.models:
+        from .config import MODELS
+        bad = [m for m in a.models if m not in MODELS]
+        if bad:
+            raise UserError(f"--models: unknown {bad}; choose from {sorted(MODELS)}")
+        kw["model"] = list(a.models)
+    traces = {Path(t).name.removesuffix(".uvmtrace"): t for t in a.trace}
+    if len(traces) != len(a.trace):
+        traces = list(a.trace)
+    df = sweep(traces, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
+               executor=a.executor, scheduler=a.scheduler, out=a.dataset, segment=a.segment,
+               progress=not (a.no_progress or a.json),
+               drop_out_of_range=a.drop_out_of_range, **kw)
     if a.out:
         _write_table(df, a.out)
     if a.plot:
         from .plot import plot_sweep
         Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_sweep(df, title=Path(a.trace).name, path=a.plot)
+        plot_sweep(df, title=", ".join(Path(t).name for t in a.trace), path=a.plot)
     if a.json:
         print(df.to_json(orient="records"))
         return 0
-    cols = ["prefetch", "evict", "oversub", "capacity_chunks", "faults", "fault_batches",
-            "htod_bytes", "evicted_chunks", "dtoh_bytes_evict", "sim_time_ns", "slowdown"]
+    cols = ["trace", "model", "prefetch", "evict", "oversub", "capacity_chunks", "faults",
+            "fault_batches", "htod_bytes", "evicted_chunks", "dtoh_bytes_evict",
+            "sim_time_ns", "slowdown"]
+    if df["trace"].nunique() == 1:
+        cols.remove("trace")
+    if df["model"].nunique() == 1:
+        cols.remove("model")
     show = df[cols].copy()
     show["htod_MiB"] = show.pop("htod_bytes") / 2**20
     show["evict_MiB"] = show.pop("dtoh_bytes_evict") / 2**20
@@ -303,6 +337,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     with pd.option_context("display.max_rows", 500, "display.width", 160,
                            "display.float_format", "{:,.2f}".format):
         print(show.to_string(index=False))
+    if a.dataset:
+        print(f"dataset: {a.dataset} ({df.attrs['computed']} cells computed, "
+              f"{df.attrs['reused']} reused)")
     if a.out:
         print(f"table: {a.out}")
     if a.plot:

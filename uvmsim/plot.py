@@ -51,3 +51,324 @@ def plot_sweep(df: pd.DataFrame, *, metrics: Sequence[str] = DEFAULT_METRICS,
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+# ---------------------------------------------------------------- the DL oversubscription study
+# Real runs (benchmarks/study/results/real_runs.csv: model, pca, factor, iter_s, censored,
+# faults, htod_bytes, dtoh_bytes, footprint_bytes) next to sweep results of the same workloads
+# (traces named <model>_<pca>, swept with segment="spin_kernel"). Each figure has a *_table
+# function returning exactly the data it draws.
+
+PAGE = 4096
+_REAL_STYLE = dict(linestyle="-", marker="o")
+_SIM_STYLE = dict(linestyle="--", marker="s", markerfacecolor="none")
+
+
+def split_trace_names(sim: pd.DataFrame) -> pd.DataFrame:
+    """`sim` with `workload` and `pca` columns parsed from trace names ``<model>_<on|off>``
+    (rows of other traces are dropped)."""
+    m = sim["trace"].astype(str).str.extract(r"^(?P<workload>.+)_(?P<pca>on|off)$")
+    out = sim.assign(workload=m["workload"], pca=m["pca"])
+    return out[out["workload"].notna()].reset_index(drop=True)
+
+
+def _sim_view(sim: pd.DataFrame, model: str | None, prefetch: str | None) -> pd.DataFrame:
+    s = split_trace_names(sim)
+    if model is not None and "model" in s:
+        s = s[s["model"] == model]
+    if prefetch is not None and "prefetch" in s:
+        s = s[s["prefetch"] == prefetch]
+    if s.duplicated(["workload", "pca", "oversub"]).any():
+        raise ValueError("several sweep rows per (workload, pca, factor): choose model= and "
+                         "prefetch=")
+    return s
+
+
+def _time_col(s: pd.DataFrame) -> str:
+    """One training step's simulated time where the sweep marked iterations, else the whole
+    trace's (traces recorded without models.py's markers)."""
+    if "iter_sim_ns" in s and len(s) and s["iter_sim_ns"].notna().all():
+        return "iter_sim_ns"
+    return "sim_time_ns"
+
+
+def _real_view(real: pd.DataFrame) -> pd.DataFrame:
+    r = real.copy()
+    r["censored"] = r["censored"].astype(str).str.lower() == "true"
+    r["factor"] = r["factor"].astype(float)
+    return r
+
+
+def slowdown_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
+                   model: str | None = "h200", prefetch: str | None = "density") -> pd.DataFrame:
+    """Per-iteration slowdown over factor 1: real ``iter_s(F) / iter_s(1)`` and simulated
+    ``iter_sim_ns(F) / iter_sim_ns(1)``. Columns workload, pca, factor, source, slowdown,
+    censored (a censored real run's slowdown is a lower bound)."""
+    rows = []
+    if real is not None and len(real):
+        r = _real_view(real)
+        for (w, p), g in r.groupby(["model", "pca"], sort=False):
+            base = g.loc[g["factor"] == 1.0, "iter_s"]
+            if base.empty or not base.notna().all():
+                continue
+            for _, x in g.iterrows():
+                if x["iter_s"] == x["iter_s"]:
+                    rows.append((w, p, x["factor"], "real", x["iter_s"] / base.iloc[0],
+                                 bool(x["censored"])))
+    if sim is not None and len(sim):
+        s = _sim_view(sim, model, prefetch)
+        col = _time_col(s)
+        for (w, p), g in s.groupby(["workload", "pca"], sort=False):
+            base = g.loc[g["oversub"] == 1.0, col]
+            if base.empty:
+                continue
+            for _, x in g.iterrows():
+                rows.append((w, p, float(x["oversub"]), "sim", x[col] / base.iloc[0], False))
+    return pd.DataFrame(rows, columns=["workload", "pca", "factor", "source", "slowdown",
+                                       "censored"]).sort_values(
+        ["workload", "pca", "source", "factor"], kind="stable").reset_index(drop=True)
+
+
+def pca_ratio_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
+                    model: str | None = "h200", prefetch: str | None = "density") -> pd.DataFrame:
+    """Iteration time with PCA off over PCA on, per workload and factor, real and simulated.
+    Columns workload, factor, source, ratio, censored (either run censored)."""
+    rows = []
+    if real is not None and len(real):
+        r = _real_view(real).set_index(["model", "factor", "pca"])
+        for (w, f) in sorted({(a, b) for a, b, _ in r.index}):
+            if (w, f, "on") in r.index and (w, f, "off") in r.index:
+                on, off = r.loc[(w, f, "on")], r.loc[(w, f, "off")]
+                if on["iter_s"] == on["iter_s"] and off["iter_s"] == off["iter_s"]:
+                    rows.append((w, f, "real", off["iter_s"] / on["iter_s"],
+                                 bool(on["censored"] or off["censored"])))
+    if sim is not None and len(sim):
+        s = _sim_view(sim, model, prefetch)
+        col = _time_col(s)
+        t = s.set_index(["workload", "oversub", "pca"])[col]
+        for (w, f) in sorted({(a, b) for a, b, _ in t.index}):
+            if (w, f, "on") in t.index and (w, f, "off") in t.index:
+                rows.append((w, float(f), "sim", t[(w, f, "off")] / t[(w, f, "on")], False))
+    return pd.DataFrame(rows, columns=["workload", "factor", "source", "ratio", "censored"])
+
+
+def counts_table(real: pd.DataFrame | None, sim: pd.DataFrame | None, *,
+                 model: str | None = "h200", prefetch: str | None = "density") -> pd.DataFrame:
+    """Whole-run counts, real (CUPTI counter runs) and simulated (the whole trace): faults,
+    htod_bytes, dtoh_bytes, migrated_pages ((HtoD + DtoH) / 4 KiB), footprint_bytes (the real
+    runs' footprint of the same workload, else the trace's peak 2 MiB blocks) and
+    volume_over_footprint ((HtoD + DtoH) / footprint); simulated runs add faults_read,
+    faults_write and read_share. Real rows only where a counter run was made."""
+    cols = ["workload", "pca", "factor", "source", "faults", "faults_read", "faults_write",
+            "htod_bytes", "dtoh_bytes", "footprint_bytes"]
+    rows = []
+    if real is not None and len(real) and "faults" in real:
+        r = _real_view(real)
+        r = r[pd.to_numeric(r["faults"], errors="coerce").notna()]
+        for _, x in r.iterrows():
+            rows.append((x["model"], x["pca"], x["factor"], "real", float(x["faults"]),
+                         float("nan"), float("nan"), float(x["htod_bytes"]),
+                         float(x["dtoh_bytes"]), float(x.get("footprint_bytes", "nan"))))
+    if sim is not None and len(sim):
+        s = _sim_view(sim, model, prefetch)
+        # the footprint of the real runs (the trace's peak live managed bytes) where known:
+        # peak 2 MiB blocks overstate it when many small allocations each open a block
+        fp = {}
+        if real is not None and "footprint_bytes" in real:
+            fp = {(m, p): float(v) for m, p, v in
+                  zip(real["model"], real["pca"], pd.to_numeric(real["footprint_bytes"],
+                                                                errors="coerce")) if v == v}
+        for _, x in s.iterrows():
+            rows.append((x["workload"], x["pca"], float(x["oversub"]), "sim", float(x["faults"]),
+                         float(x["faults_read"]), float(x["faults_write"]),
+                         float(x["htod_bytes"]), float(x["dtoh_bytes_evict"]),
+                         fp.get((x["workload"], x["pca"]),
+                                float(x["peak_blocks"]) * (2 << 20))))
+    df = pd.DataFrame(rows, columns=cols)
+    df["migrated_pages"] = (df["htod_bytes"] + df["dtoh_bytes"]) / PAGE
+    df["volume_over_footprint"] = (df["htod_bytes"] + df["dtoh_bytes"]) / df["footprint_bytes"]
+    df["read_share"] = df["faults_read"] / (df["faults_read"] + df["faults_write"])
+    return df.sort_values(["workload", "pca", "source", "factor"],
+                          kind="stable").reset_index(drop=True)
+
+
+def working_set_table(traces: dict) -> pd.DataFrame:
+    """Per kernel of each trace: kernel index, name, working set (distinct 4 KiB pages it
+    touched, in bytes) and the trace's footprint (peak live managed bytes)."""
+    from .groundtruth import peak_live_managed_bytes
+    from .trace import Trace, load_trace
+    out = []
+    for label, t in traces.items():
+        tr = t if isinstance(t, Trace) else load_trace(t)
+        start = tr.arrays.k_row_start
+        ws = (start[1:] - start[:-1]).astype("int64") * PAGE
+        out.append(pd.DataFrame({"trace": label, "kernel": range(len(ws)),
+                                 "name": tr.kernels["name"].to_numpy(), "working_set_bytes": ws,
+                                 "footprint_bytes": peak_live_managed_bytes(tr)}))
+    return pd.concat(out, ignore_index=True)
+
+
+def _grid(n: int, width: float = 4.2, height: float = 3.2):
+    import matplotlib.pyplot as plt
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)[:n]
+
+
+def _finish(fig, title, path):
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def _use_agg(path) -> None:
+    if path is not None:
+        import matplotlib
+        matplotlib.use("Agg", force=False)
+
+
+def plot_slowdown(real=None, sim=None, *, model="h200", prefetch="density",
+                  title="Slowdown per training iteration vs oversubscription", path=None):
+    """One panel per workload: slowdown against the factor, real (solid, censored runs as
+    upward triangles: lower bounds) and simulated (dashed), PCA on and off."""
+    _use_agg(path)
+    t = slowdown_table(real, sim, model=model, prefetch=prefetch)
+    ws = list(dict.fromkeys(t["workload"]))
+    if not ws:
+        raise ValueError("nothing to plot: no workload with a factor-1 run")
+    fig, axes = _grid(len(ws))
+    colors = {"on": "C0", "off": "C3"}
+    for ax, w in zip(axes, ws):
+        for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
+            style = _REAL_STYLE if src == "real" else _SIM_STYLE
+            ax.plot(g["factor"], g["slowdown"], color=colors.get(p), label=f"{src} PCA {p}",
+                    **style)
+            c = g[g["censored"]]
+            if len(c):
+                ax.plot(c["factor"], c["slowdown"], "^", color=colors.get(p), markersize=9,
+                        linestyle="none", label=f"{src} PCA {p} (> censored)")
+        ax.set_title(w)
+        ax.set_xlabel("oversubscription factor")
+        ax.set_ylabel("slowdown (x)")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(fig, title, path)
+
+
+def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
+                   title="Iteration time, PCA off / PCA on", path=None):
+    """The PCA-off over PCA-on ratio against the factor, a colour per workload, real solid and
+    simulated dashed; 1 is drawn as a reference line."""
+    import matplotlib.pyplot as plt
+    _use_agg(path)
+    t = pca_ratio_table(real, sim, model=model, prefetch=prefetch)
+    if t.empty:
+        raise ValueError("nothing to plot: no workload with both PCA settings")
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for i, w in enumerate(dict.fromkeys(t["workload"])):
+        for src, g in t[t["workload"] == w].groupby("source", sort=False):
+            ax.plot(g["factor"], g["ratio"], color=f"C{i}", label=f"{w} ({src})",
+                    **(_REAL_STYLE if src == "real" else _SIM_STYLE))
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.set_xlabel("oversubscription factor")
+    ax.set_ylabel("PCA off / PCA on")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    return _finish(fig, title, path)
+
+
+def plot_working_set(traces: dict, *, title="Per-kernel working set", path=None):
+    """One panel per trace: each kernel's working set (MiB) over the kernel index, and the
+    footprint as a horizontal line (the paper's Figure 5)."""
+    _use_agg(path)
+    t = working_set_table(traces)
+    labels = list(dict.fromkeys(t["trace"]))
+    fig, axes = _grid(len(labels))
+    for ax, lab in zip(axes, labels):
+        g = t[t["trace"] == lab]
+        ax.plot(g["kernel"], g["working_set_bytes"] / 2**20, linewidth=0.8, label="kernel")
+        ax.axhline(g["footprint_bytes"].iloc[0] / 2**20, color="C3", linestyle="--",
+                   label="footprint")
+        ax.set_title(lab)
+        ax.set_xlabel("kernel index")
+        ax.set_ylabel("working set (MiB)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(fig, title, path)
+
+
+def _per_workload_counts(t, y, ylabel, title, path, log=True):
+    _use_agg(path)
+    ws = list(dict.fromkeys(t["workload"]))
+    if not ws:
+        raise ValueError("nothing to plot")
+    fig, axes = _grid(len(ws))
+    colors = {"on": "C0", "off": "C3"}
+    for ax, w in zip(axes, ws):
+        for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
+            g = g[g[y].notna()]
+            if g.empty:
+                continue
+            ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
+                    **(_REAL_STYLE if src == "real" else _SIM_STYLE))
+        ax.set_title(w)
+        ax.set_xlabel("oversubscription factor")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(fig, title, path)
+
+
+def plot_faults(real=None, sim=None, *, model="h200", prefetch="density",
+                title="GPU page faults (whole run)", path=None):
+    """Page faults against the factor per workload: CUPTI's count in the real counter runs,
+    the simulated count of the whole trace."""
+    t = counts_table(real, sim, model=model, prefetch=prefetch)
+    return _per_workload_counts(t, "faults", "GPU page faults", title, path)
+
+
+def plot_fault_kinds(sim, *, model="h200", prefetch="density",
+                     title="Read share of page faults (simulated)", path=None):
+    """Share of read faults against the factor (simulated: CUPTI's counters do not split
+    faults by access type)."""
+    t = counts_table(None, sim, model=model, prefetch=prefetch)
+    return _per_workload_counts(t, "read_share", "read faults / all faults", title, path,
+                                log=False)
+
+
+def plot_migrations(real=None, sim=None, *, model="h200", prefetch="density",
+                    title="Migrations (whole run)", path=None):
+    """Two rows of panels per workload: migrated 4 KiB pages ((HtoD + DtoH) / 4 KiB) and the
+    migrated volume over the footprint, real and simulated."""
+    import matplotlib.pyplot as plt
+    _use_agg(path)
+    t = counts_table(real, sim, model=model, prefetch=prefetch)
+    ws = list(dict.fromkeys(t["workload"]))
+    if not ws:
+        raise ValueError("nothing to plot")
+    fig, axes = plt.subplots(2, len(ws), figsize=(3.6 * len(ws), 6), squeeze=False)
+    colors = {"on": "C0", "off": "C3"}
+    for j, w in enumerate(ws):
+        for i, (y, lab) in enumerate((("migrated_pages", "migrated 4 KiB pages"),
+                                      ("volume_over_footprint", "volume / footprint"))):
+            ax = axes[i][j]
+            for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
+                ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
+                        **(_REAL_STYLE if src == "real" else _SIM_STYLE))
+            ax.set_title(w if i == 0 else "")
+            ax.set_xlabel("oversubscription factor")
+            ax.set_ylabel(lab)
+            ax.set_yscale("log")
+            ax.grid(True, alpha=0.3)
+        axes[0][j].legend(fontsize=7)
+    return _finish(fig, title, path)

@@ -1,44 +1,39 @@
-"""Sweeps: one trace over policies and oversubscription factors, as a table.
+"""Sweeps: traces × models × policies × oversubscription factors, as a table.
 
-The default backend is a local process pool (one replay per task, the trace loaded once per
-worker); `backend="dask"` sends tasks to a dask.distributed cluster for sweeps beyond one
-machine; `backend="serial"` runs in this process.
+Each combination is a *cell*: one replay. Cells run on a local process pool (the default), on a
+dask.distributed cluster (``executor="dask"``, ``scheduler=ADDRESS``; without an address a local
+cluster is started) or in this process (``executor="serial"``).
+
+With ``out=DIR`` the sweep is a resumable Parquet dataset: each finished cell is written at once
+to ``DIR/cell-<id>.parquet`` (written to a temporary name and renamed, so a file is complete or
+absent), and a later call with the same cells reads the finished ones back instead of replaying
+them. A cell's id is a hash of the trace's content, every cell parameter and the resolved model
+configuration (and the uvmsim version): change any of them and the cell is computed again.
+``pandas.read_parquet(DIR)`` reads the whole dataset.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
 from .simulate import simulate
 from .trace import Trace, load_trace
 
-_WORKER_TRACE: dict[str, Trace] = {}
-
-
-def _worker_init(path: str | None, drop: bool, trace: Trace | None) -> None:
-    # each worker reads (or unpickles) the trace once, not once per task
-    _WORKER_TRACE["trace"] = trace if trace is not None else load_trace(
-        path, drop_out_of_range=drop)
-
-
-def _run_one(path: str | None, trace: Trace | None, point: dict[str, Any],
-             common: dict[str, Any]) -> dict[str, Any]:
-    if trace is None:
-        trace = _WORKER_TRACE.get("trace") or load_trace(path)
-    r = simulate(trace, **point, **common)
-    row = dict(point)
-    row.update(r.summary)
-    row.update(r.extra)
-    row["model"] = r.config["model"]
-    row["hardware"] = r.config["hardware"]
-    row["compute_ns"] = float(r.kernels["compute_ns"].sum())
-    return row
+_WORKER_TRACES: dict[str, Trace] = {}
+#: per-iteration columns taken from the kernels after the last `segment` marker kernel
+SEGMENT_COUNTS = ("faults", "faults_read", "faults_write", "htod_bytes", "htod_bytes_demand",
+                  "htod_bytes_prefetch", "evicted_chunks", "dtoh_bytes_evict", "compute_ns",
+                  "sim_ns")
+EXECUTORS = ("process", "dask", "serial")
 
 
 def grid(*, oversub: Iterable[float] = (1.0,), prefetch: Iterable[Any] = ("density",),
@@ -48,100 +43,290 @@ def grid(*, oversub: Iterable[float] = (1.0,), prefetch: Iterable[Any] = ("densi
             for p, e, f in itertools.product(prefetch, evict, oversub)]
 
 
-def sweep(trace: Trace | str | os.PathLike, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
-          prefetch: Sequence[Any] = ("none", "64k", "2m", "density"),
-          evict: Sequence[Any] = ("lru2m",), model: Any = None, hardware: Any = None,
-          fault_batch_size: int | None = None, jobs: int | None = None,
-          backend: str = "process",
-          progress: bool = True, drop_out_of_range: bool = False,
-          client: Any = None, **options: Any) -> pd.DataFrame:
-    """Replay `trace` at every grid point; one row per point with the summary counts,
-    `sim_time_ns`, `compute_ns` (sum of kernel durations) and `slowdown` (sim_time over the
-    same policies at factor 1 when the grid has it, else over compute time). `model` (a
-    name in uvmsim.config.MODELS or a Model) and the other keyword arguments
-    (translation=, thrashing=, slices=, ...) go to every `simulate` call."""
-    points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
-    if not points:
-        raise ConfigError("empty sweep grid")
-    from .config import get_model
-    get_model(model)  # an unknown preset fails here, once, not in every worker
-    common = dict(model=model, hardware=hardware, fault_batch_size=fault_batch_size, **options)
-    path = None
-    tr: Trace | None = None
-    if isinstance(trace, Trace):
-        tr = trace
-    else:
-        path = str(Path(trace))
-        if backend == "serial" or (backend == "process" and jobs == 1) or len(points) == 1:
-            tr = load_trace(path, drop_out_of_range=drop_out_of_range)
-    rows = _execute(points, path, tr, common, jobs, backend, progress, drop_out_of_range,
-                    client)
-    df = pd.DataFrame(rows)
-    df["prefetch"] = df["prefetch"].map(_policy_name)
-    df["evict"] = df["evict"].map(_policy_name)
-    # keep the caller's order of policies (tasks finish in any order)
-    order = {(_policy_name(p["prefetch"]), _policy_name(p["evict"]), p["oversub"]): i
-             for i, p in enumerate(points)}
-    df["_i"] = [order[k] for k in zip(df["prefetch"], df["evict"], df["oversub"])]
-    df = df.sort_values("_i").drop(columns="_i").reset_index(drop=True)
-    return _add_slowdown(df)
+# ---------------------------------------------------------------- identities
+
+def trace_content_id(trace: Trace | str | os.PathLike) -> str:
+    """A stable hash of a trace's content: of the files of a .uvmtrace directory (names and
+    bytes), or of an in-memory Trace's tables and access arrays."""
+    h = hashlib.sha256()
+    if not isinstance(trace, Trace):
+        d = Path(trace)
+        if not d.is_dir():
+            raise ConfigError(f"{d}: not a .uvmtrace directory")
+        for p in sorted(d.iterdir()):
+            if p.is_file():
+                h.update(p.name.encode() + b"\0")
+                with open(p, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+        return h.hexdigest()[:20]
+    for name in ("allocations", "events", "kernels"):
+        df = getattr(trace, name)
+        h.update(name.encode())
+        h.update(",".join(map(str, df.columns)).encode())
+        # as text: some columns hold arrays (unhashable as objects)
+        h.update(pd.util.hash_pandas_object(df.astype(str), index=False).to_numpy().tobytes())
+    arrays = trace.arrays
+    for name in arrays._fields:
+        v = getattr(arrays, name)
+        if isinstance(v, np.ndarray):
+            h.update(name.encode() + str(v.dtype).encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+    return h.hexdigest()[:20]
 
 
 def _policy_name(p: Any) -> str:
     return p if isinstance(p, str) else getattr(p, "name", str(p))
 
 
-def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
-    base = df[df["oversub"] == 1.0].set_index(["prefetch", "evict"])["sim_time_ns"]
-    key = list(zip(df["prefetch"], df["evict"]))
-    if len(base):
-        ref = [base.get(k, float("nan")) for k in key]
+def _model_config(model: Any, hardware: Any, fault_batch_size: Any) -> dict[str, Any]:
+    """The resolved model configuration a cell replays with (provenance text left out)."""
+    from .config import get_model
+    d = get_model(model).to_dict()
+    d.pop("sources", None)
+    d.pop("doc", None)
+    if isinstance(d.get("hardware"), dict):
+        d["hardware"] = {k: v for k, v in d["hardware"].items() if k != "sources"}
+    if hardware is not None:
+        d["hardware_override"] = hardware if isinstance(hardware, str) else repr(hardware)
+    if fault_batch_size is not None:
+        d["fault_batch_size_override"] = int(fault_batch_size)
+    return d
+
+
+def cell_id(trace_id: str, point: Mapping[str, Any], model_config: Mapping[str, Any],
+            options: Mapping[str, Any], segment: str | None) -> str:
+    """The id of one cell (see the module doc)."""
+    from . import __version__
+    key = {"trace": trace_id, "prefetch": _policy_name(point["prefetch"]),
+           "evict": _policy_name(point["evict"]), "oversub": float(point["oversub"]),
+           "model": model_config, "options": options, "segment": segment,
+           "uvmsim": __version__}
+    blob = json.dumps(key, sort_keys=True, default=repr).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+# ---------------------------------------------------------------- one cell
+
+def _worker_init(objects: dict[str, Trace]) -> None:
+    _WORKER_TRACES.clear()
+    _WORKER_TRACES.update(objects)
+
+
+def _get_trace(task: dict[str, Any]) -> Trace:
+    if task.get("trace_obj") is not None:
+        return task["trace_obj"]
+    # keyed by content id too: a trace rewritten in place is read again
+    key = f"{task['trace_key']}@{task['trace_id']}@{task['drop']}"
+    tr = _WORKER_TRACES.get(key) or _WORKER_TRACES.get(task["trace_key"])
+    if tr is None:  # a path: each worker reads it once
+        tr = load_trace(task["trace_key"], drop_out_of_range=task["drop"])
+        _WORKER_TRACES[key] = tr
+    return tr
+
+
+def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
+    """Replay one cell; returns its row."""
+    tr = _get_trace(task)
+    point, common = task["point"], task["common"]
+    r = simulate(tr, **point, **common)
+    row: dict[str, Any] = {"trace": task["label"], "trace_id": task["trace_id"],
+                           "cell_id": task["cell_id"], "oversub": float(point["oversub"]),
+                           "prefetch": _policy_name(point["prefetch"]),
+                           "evict": _policy_name(point["evict"])}
+    row.update(r.summary)
+    row.update(r.extra)
+    row["model"] = r.config["model"]
+    row["hardware"] = r.config["hardware"]
+    row["compute_ns"] = float(r.kernels["compute_ns"].sum())
+    seg = task["segment"]
+    if seg is not None:
+        k = r.kernels
+        marks = np.flatnonzero(k["name"].astype(str).str.contains(seg, regex=False).to_numpy())
+        tail = k.iloc[marks[-1] + 1:] if marks.size else k.iloc[0:0]
+        row["segment_kernels"] = int(len(tail))
+        for c in SEGMENT_COUNTS:
+            row[f"iter_{c}"] = float(tail[c].sum()) if len(tail) else float("nan")
+    return row
+
+
+# ---------------------------------------------------------------- the sweep
+
+def _as_traces(trace: Any) -> list[tuple[str, str, Trace | None]]:
+    """[(label, key, object or None)]: a path (key = the path) or a Trace (key = its id)."""
+    if isinstance(trace, Mapping):
+        items = list(trace.items())
+    elif isinstance(trace, (Trace, str, os.PathLike)):
+        items = [(None, trace)]
     else:
-        ref = df["compute_ns"].tolist()
-    df["slowdown"] = [t / r if r and r == r else float("nan")
-                      for t, r in zip(df["sim_time_ns"], ref)]
+        items = [(None, t) for t in trace]
+    out = []
+    for label, t in items:
+        if isinstance(t, Trace):
+            key = f"trace:{trace_content_id(t)}"
+            out.append((label or (t.path.name if t.path else key), key, t))
+        else:
+            p = str(Path(t))
+            out.append((label or Path(p).name.removesuffix(".uvmtrace"), p, None))
+    if not out:
+        raise ConfigError("no trace to sweep")
+    return out
+
+
+def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
+          prefetch: Sequence[Any] = ("none", "64k", "2m", "density"),
+          evict: Sequence[Any] = ("lru2m",), model: Any = None, hardware: Any = None,
+          fault_batch_size: int | None = None, jobs: int | None = None,
+          executor: str | None = None, scheduler: str | None = None,
+          out: str | os.PathLike | None = None, segment: str | None = None,
+          progress: bool = True, drop_out_of_range: bool = False,
+          client: Any = None, backend: str | None = None, **options: Any) -> pd.DataFrame:
+    """Replay every cell of traces × models × prefetch × evict × oversub; one row per cell.
+
+    `trace`: a .uvmtrace path, a Trace, a list of them or a {label: trace} dict. `model`: a
+    name in uvmsim.config.MODELS, a Model, or a list of them (a sweep dimension).
+    `executor`: "process" (default; `jobs` workers), "dask" (`scheduler` address, or a
+    `client`; else a local cluster of `jobs` workers) or "serial" (`backend` is the old name).
+    `out`: a directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
+    substring marking iterations (e.g. "spin_kernel", see benchmarks/study/models.py); the
+    kernels after its last occurrence give ``iter_*`` columns (one training step).
+    Other keyword arguments (translation=, thrashing=, slices=, ...) go to every `simulate`.
+
+    Columns: trace, trace_id, cell_id, oversub, prefetch, evict, the summary counts, the
+    extra counts, model, hardware, compute_ns, and `slowdown` (sim_time over the same trace,
+    model and policies at factor 1 when the sweep has it, else over compute time), plus
+    ``iter_*`` and `iter_slowdown` with `segment`. Rows come in the caller's order.
+    ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed now and read
+    back from `out`.
+    """
+    executor = executor or backend or "process"
+    if executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}: 'process', 'dask' or 'serial'")
+    points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
+    models = list(model) if isinstance(model, (list, tuple)) else [model]
+    if not points or not models:
+        raise ConfigError("empty sweep grid")
+    traces = _as_traces(trace)
+    configs = [_model_config(m, hardware, fault_batch_size) for m in models]  # fails early
+    opts = json.loads(json.dumps(options, sort_keys=True, default=repr))
+    ids = {key: (key.split(":", 1)[1] if obj is not None else trace_content_id(key))
+           for _, key, obj in traces}
+    tasks = []
+    for (label, key, obj), (m, cfg), p in itertools.product(traces, zip(models, configs),
+                                                            points):
+        cid = cell_id(ids[key], p, cfg, opts, segment)
+        tasks.append({"label": label, "trace_key": key, "trace_obj": obj,
+                      "trace_id": ids[key], "cell_id": cid, "point": p, "segment": segment,
+                      "drop": drop_out_of_range,
+                      "common": dict(model=m, hardware=hardware,
+                                     fault_batch_size=fault_batch_size, **options)})
+    seen: dict[str, dict[str, Any]] = {}
+    outdir = Path(out) if out is not None else None
+    if outdir is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+        for t in tasks:
+            f = outdir / f"cell-{t['cell_id']}.parquet"
+            if f.exists() and t["cell_id"] not in seen:
+                seen[t["cell_id"]] = pd.read_parquet(f).iloc[0].to_dict()
+    todo, queued = [], set()
+    for t in tasks:
+        if t["cell_id"] not in seen and t["cell_id"] not in queued:
+            queued.add(t["cell_id"])
+            todo.append(t)
+    reused = len({t["cell_id"] for t in tasks} & set(seen))
+
+    def finished(row: dict[str, Any]) -> None:
+        seen[row["cell_id"]] = row
+        if outdir is not None:
+            _write_cell(outdir, row)
+
+    with _bar(len(queued) + reused, reused, progress) as bar:
+        _execute(todo, executor, jobs, client, scheduler,
+                 lambda row: (finished(row), bar.update()))
+    rows = []
+    for t in tasks:
+        row = dict(seen[t["cell_id"]])
+        row["trace"] = t["label"]  # the caller's label, also for cells read back
+        rows.append(row)
+    df = _add_slowdown(pd.DataFrame(rows))
+    df.attrs["computed"] = len(todo)
+    df.attrs["reused"] = reused
     return df
 
 
-def _bar(total: int, enabled: bool):
+def _write_cell(outdir: Path, row: dict[str, Any]) -> None:
+    final = outdir / f"cell-{row['cell_id']}.parquet"
+    tmp = outdir / f".cell-{row['cell_id']}.{os.getpid()}.tmp"
+    pd.DataFrame([row]).to_parquet(tmp, index=False)
+    os.replace(tmp, final)  # atomic: a reader sees the whole file or none
+
+
+def read_results(out: str | os.PathLike) -> pd.DataFrame:
+    """Every finished cell of a sweep dataset, with `slowdown` recomputed over them."""
+    files = sorted(Path(out).glob("cell-*.parquet"))
+    if not files:
+        raise ConfigError(f"{out}: no finished sweep cells")
+    return _add_slowdown(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True))
+
+
+def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in ("trace", "model", "prefetch", "evict") if c in df.columns]
+    for col, out in (("sim_time_ns", "slowdown"), ("iter_sim_ns", "iter_slowdown")):
+        if col not in df.columns:
+            continue
+        base = df[df["oversub"] == 1.0].groupby(keys, sort=False)[col].first()
+        key = list(zip(*(df[k] for k in keys)))
+        if len(base):
+            idx = [k if len(keys) > 1 else k[0] for k in key]
+            ref = [base.get(k, float("nan")) for k in idx]
+        else:
+            ref = df["compute_ns" if col == "sim_time_ns" else "iter_compute_ns"].tolist()
+        df[out] = [t / r if r and r == r else float("nan") for t, r in zip(df[col], ref)]
+    return df
+
+
+def _bar(total: int, initial: int, enabled: bool):
     from tqdm.auto import tqdm
-    return tqdm(total=total, desc="replays", unit="replay", disable=not enabled)
+    return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)
 
 
-def _execute(points, path, tr, common, jobs, backend, progress, drop, client):
-    rows: list[dict[str, Any]] = []
-    n = jobs or min(len(points), os.cpu_count() or 1)
-    if backend == "serial" or (backend == "process" and n <= 1):
-        if tr is None:
-            tr = load_trace(path, drop_out_of_range=drop)
-        with _bar(len(points), progress) as bar:
-            for p in points:
-                rows.append(_run_one(path, tr, p, common))
-                bar.update()
-        return rows
-    if backend == "process":
+def _execute(tasks, executor, jobs, client, scheduler, done) -> None:
+    if not tasks:
+        return
+    n = jobs or min(len(tasks), os.cpu_count() or 1)
+    if executor == "serial" or (executor == "process" and (n <= 1 or len(tasks) == 1)):
+        for t in tasks:
+            done(_run_cell(t))
+        return
+    if executor == "process":
+        # Trace objects go to each worker once (initializer); paths are read there once
+        objects = {t["trace_key"]: t["trace_obj"] for t in tasks if t["trace_obj"] is not None}
+        light = [{**t, "trace_obj": None} for t in tasks]
         with ProcessPoolExecutor(max_workers=n, initializer=_worker_init,
-                                 initargs=(path, drop, tr)) as ex, _bar(len(points), progress) as bar:
-            futs = [ex.submit(_run_one, path, None, p, common) for p in points]
-            for f in as_completed(futs):
-                rows.append(f.result())
-                bar.update()
-        return rows
-    if backend == "dask":
-        try:
-            from dask.distributed import Client, as_completed as das_completed
-        except ImportError:
-            raise ConfigError("backend='dask' needs the dask extra: pip install 'uvmsim[dask]'")
-        own = client is None
-        client = client or Client(n_workers=jobs or None, processes=True)
-        try:
-            futs = [client.submit(_run_one, path, tr, p, common, pure=False) for p in points]
-            with _bar(len(points), progress) as bar:
-                for f in das_completed(futs):
-                    rows.append(f.result())
-                    bar.update()
-        finally:
-            if own:
-                client.close()
-        return rows
-    raise ConfigError(f"unknown backend {backend!r}: 'process', 'dask' or 'serial'")
+                                 initargs=(objects,)) as ex:
+            pending = {ex.submit(_run_cell, t) for t in light}
+            try:
+                while pending:
+                    fin, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in fin:
+                        done(f.result())
+            except BaseException:
+                for f in pending:
+                    f.cancel()
+                raise
+        return
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("executor 'dask' needs the dask extra: pip install 'uvmsim[dask]'")
+    own = client is None
+    if own:
+        client = Client(scheduler) if scheduler else Client(n_workers=jobs or None,
+                                                           processes=True)
+    try:
+        futs = [client.submit(_run_cell, t, pure=False) for t in tasks]
+        for f in as_completed(futs):
+            done(f.result())
+    finally:
+        if own:
+            client.close()
