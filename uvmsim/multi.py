@@ -9,7 +9,8 @@ run at their traced durations. Each tenant's slowdown is its finish time when sh
 its finish time alone on the same GPU (same capacity, hardware, translation).
 
     mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True)
-    mr.table          # one row per tenant: finish times, slowdown, counts
+    mr.table          # one row per tenant: finish times, slowdown, latency, counts
+    mr.system         # STP, ANTT and fairness over the tenants
 """
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ class MultiResult:
 
     `tenants[i]`: tenant i's Result while sharing; `alone[i]`: its Result alone on the same
     GPU; `finish_ns`/`alone_ns`: its clock at its last event; `slowdown` their ratio;
-    `table`: one row per tenant.
+    `table`: one row per tenant (see `tenant_table`); `system`: the mix's STP, ANTT and
+    fairness (see `system_metrics`).
     """
 
     tenants: list[Result]
@@ -107,6 +109,71 @@ class MultiResult:
     slowdown: list[float]
     table: pd.DataFrame
     config: dict[str, Any] = field(default_factory=dict)
+    system: dict[str, float] = field(default_factory=dict)
+
+
+def tlb_lookups(trace: Trace, slices: bool) -> int:
+    """TLB lookups a replay of `trace` makes: one per access row of a non-host page in each
+    pass of its kernel (each time slice with the slices option, docs/semantics.md)."""
+    T = trace.arrays
+    rows = T.row_page.astype(np.int64)
+    dev = ~T.a_host[T.b_alloc[T.page_block[rows]]].astype(bool)
+    if not (slices and T.row_slices.size):
+        return int(dev.sum())
+    # a row is looked up once in each pass s < n_slices of its kernel whose bit it has
+    k_of_row = np.repeat(np.arange(T.k_nslices.size), np.diff(T.k_row_start))
+    width = T.k_nslices[k_of_row].astype(np.uint64)
+    mask = np.where(width >= 64, ~np.uint64(0),
+                    (np.uint64(1) << np.minimum(width, 63)) - np.uint64(1))
+    bits = T.row_slices & mask
+    n = np.zeros(bits.size, np.int64)
+    for b in range(64):
+        n += ((bits >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
+    return int(n[dev].sum())
+
+
+def tenant_table(traces: Sequence[Trace], shared: Sequence[Result], finish: Sequence[float],
+                 alone_ns: Sequence[float], *, translated: bool = False,
+                 slices: bool = False) -> pd.DataFrame:
+    """One row per tenant of a shared replay.
+
+    `slowdown`: finish time shared over alone. `p99_kernel_ns`: 99th percentile (linear
+    interpolation, numpy's default) of its kernels' latencies while sharing (compute plus
+    stalls: `Result.kernels.sim_ns`). `faults_per_s`: its faults over its finish time.
+    `tlb_lookups`/`tlb_miss_ratio`: translated accesses and the share that missed (NaN
+    when translation is off: nothing is looked up). `walk_queue_ns_per_walk`: its walks'
+    mean wait for a walker (NaN without walks). Then its counts as in `Result.to_row`.
+    """
+    slow = [f / a if a > 0 else float("nan") for f, a in zip(finish, alone_ns)]
+    rows = [r.to_row() for r in shared]
+    lat = [float(np.percentile(r.kernels["sim_ns"].to_numpy(), 99)) if len(r.kernels)
+           else float("nan") for r in shared]
+    look = [tlb_lookups(t, slices) if translated else 0 for t in traces]
+    nan = float("nan")
+    return pd.DataFrame({
+        "tenant": range(len(shared)), "finish_ns": list(finish), "alone_ns": list(alone_ns),
+        "slowdown": slow, "p99_kernel_ns": lat,
+        "faults_per_s": [w["faults"] / (f * 1e-9) if f > 0 else nan
+                         for w, f in zip(rows, finish)],
+        "tlb_lookups": look,
+        "tlb_miss_ratio": [w["tlb_misses"] / n if n else nan for w, n in zip(rows, look)],
+        "walk_queue_ns_per_walk": [w["walk_queue_ns"] / w["page_walks"] if w["page_walks"]
+                                   else nan for w in rows],
+        **{k: [w[k] for w in rows] for k in (
+            "faults", "htod_bytes", "evicted_chunks", "tlb_misses", "page_walks",
+            "walk_queue_ns", "translation_ns", "driver_wait_ns")}})
+
+
+def system_metrics(slowdown: Sequence[float]) -> dict[str, float]:
+    """System throughput (STP: the sum of 1/slowdown, the number of tenants' worth of
+    progress), average normalised turnaround time (ANTT: the mean slowdown) and fairness
+    (the least slowdown over the greatest, 1 when every tenant is slowed alike)."""
+    s = np.asarray(slowdown, float)
+    if not s.size or not np.all(s > 0):
+        nan = float("nan")
+        return {"stp": nan, "antt": nan, "fairness": nan}
+    return {"stp": float(np.sum(1.0 / s)), "antt": float(np.mean(s)),
+            "fairness": float(s.min() / s.max())}
 
 
 def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
@@ -180,15 +247,12 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
         r, c = _run([t], *args)
         alone.append(r[0])
         alone_ns.append(c[0])
-    slow = [f / a if a > 0 else float("nan") for f, a in zip(finish, alone_ns)]
-    table = pd.DataFrame({
-        "tenant": range(len(ts)), "finish_ns": finish, "alone_ns": alone_ns,
-        "slowdown": slow,
-        **{k: [r.to_row()[k] for r in shared] for k in (
-            "faults", "htod_bytes", "evicted_chunks", "tlb_misses", "page_walks",
-            "walk_queue_ns", "translation_ns", "driver_wait_ns")}})
+    table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
+                         slices=bool(mdl.slices))
+    slow = [float(x) for x in table["slowdown"]]
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
               "engine": engine}
-    return MultiResult(shared, alone, finish, alone_ns, slow, table, config)
+    return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
+                       system_metrics(slow))
