@@ -7,12 +7,16 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uvmsim
 from uvmsim.config import Translation, get_model
 from uvmsim.engine.timing import transfer_ns
 from uvmsim.multi import simulate_multi, system_metrics
 from uvmsim.trace.builder import TraceBuilder
+
+from strategies_uvm import programs
+from test_reference_diff import assert_same
 
 PAGE = 4096
 
@@ -97,3 +101,109 @@ def test_lookups_count_each_slice_pass():
         mr.tenants[0].extra["tlb_misses"] / 6)
     assert np.isfinite(mr.table["p99_kernel_ns"][0])
     assert uvmsim.simulate_multi is simulate_multi
+
+
+# ------------------------------------------------------------------ page-table walkers
+WALK = Translation(walkers=2, walk_ns=100.0)
+
+
+def burst(n_pages: int, duration_ns: float):
+    """One kernel reading n_pages distinct pages of one block (each misses and walks)."""
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    b.kernel(reads=[int(p) for p in b.pages(a, 0, n_pages)], duration_ns=duration_ns)
+    return b.build()
+
+
+def host_only():
+    """A kernel that only reads host memory: it never translates, so never walks."""
+    b = TraceBuilder()
+    h = b.alloc(2 << 20, kind="host")
+    b.kernel(reads=[int(b.pages(h, 0, 1)[0])], duration_ns=1000)
+    return b.build()
+
+
+@pytest.mark.parametrize("walkers,q0,q1", [
+    # tenant 0 issues 64 walks at t=0 (0 ns compute), then tenant 1 one walk at t=0.
+    # shared: two walkers serve tenant 0's burst in pairs, walk j waits (j // 2) * 100 ns;
+    # tenant 1's walk waits for the burst to drain: 32 * 100 ns
+    ("shared", 2 * 100 * sum(range(32)), 3200.0),
+    # partitioned: tenant 0 has walker 0 only (walk j waits j * 100 ns); tenant 1's own
+    # walker 1 is free: the burst cannot delay it
+    ("partitioned", 100 * sum(range(64)), 0.0),
+    # dws: walk 0 takes its own walker 0, walk 1 tenant 1's idle walker 1, walks 2..63
+    # queue for walker 0 (walk j waits (j - 1) * 100 ns); tenant 1's walk finds its walker
+    # busy with tenant 0's walk until 100 ns
+    ("dws", 100 * sum(range(1, 63)), 100.0),
+])
+def test_walker_components_on_a_burst(walkers, q0, q1):
+    mr = simulate_multi([burst(64, 0), burst(1, 0)], capacity_chunks=4, prefetch="none",
+                        translation=WALK, walkers=walkers)
+    assert mr.config["walkers"] == walkers
+    assert mr.table["page_walks"].tolist() == [64, 1]
+    assert mr.table["walk_queue_ns"].tolist() == pytest.approx([q0, q1])
+    ref = simulate_multi([burst(64, 0), burst(1, 0)], capacity_chunks=4, prefetch="none",
+                         translation=WALK, walkers=walkers, engine="reference")
+    assert ref.table["walk_queue_ns"].tolist() == pytest.approx([q0, q1])
+    # alone runs use the whole GPU whatever the component: same for every choice
+    assert mr.alone[0].extra["walk_queue_ns"] == pytest.approx(2 * 100 * sum(range(32)))
+
+
+def test_dws_lends_an_idle_tenants_walkers():
+    """Rows every 50 ns, walks of 100 ns: one walker cannot keep up, two can. Tenant 1
+    never walks, so with dws its idle walker serves every other walk of tenant 0."""
+    mix = [burst(64, 3200), host_only()]
+    q = {w: simulate_multi(mix, capacity_chunks=4, prefetch="none", translation=WALK,
+                           walkers=w).tenants[0].extra["walk_queue_ns"]
+         for w in ("partitioned", "dws", "shared")}
+    # partitioned: walk j issues at 50 j and starts at 100 j
+    assert q["partitioned"] == pytest.approx(50 * sum(range(64)))
+    assert q["dws"] == 0.0 and q["shared"] == 0.0
+
+
+def test_partitioned_slices_the_tlb():
+    """A direct-mapped TLB of 2 sets: tenant 0's two pages fall in different sets of the
+    whole TLB, but in the same (only) set of its half when the TLB is sliced."""
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    p = [int(x) for x in b.pages(a, 0, 2)]
+    b.memcpy_htod(b.base(a), 2 * PAGE)
+    b.kernel(reads=p)
+    b.kernel(reads=p)
+    mix = [b.build(), host_only()]
+    tr = Translation(tlb_entries=2, ways=1, walkers=2)
+    shared = simulate_multi(mix, capacity_chunks=4, translation=tr)
+    part = simulate_multi(mix, capacity_chunks=4, translation=tr, walkers="partitioned")
+    assert shared.table["tlb_misses"][0] == 2          # the second kernel hits both
+    assert part.table["tlb_misses"][0] == 4            # each page evicts the other
+    assert part.table["tlb_miss_ratio"][0] == 1.0
+
+
+def test_walker_component_errors():
+    t = burst(2, 0)
+    with pytest.raises(uvmsim.ConfigError, match="at least 3 walkers"):
+        simulate_multi([t, t, t], translation=WALK, walkers="partitioned")
+    with pytest.raises(uvmsim.ConfigError, match="TLB sets"):
+        simulate_multi([t, t, t], translation=Translation(tlb_entries=2, ways=1, walkers=4),
+                       walkers="partitioned")
+    with pytest.raises(uvmsim.ConfigError, match="unknown walker component"):
+        simulate_multi([t], translation=WALK, walkers="nope")
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=6), min_size=1, max_size=3),
+       kw=st.fixed_dictionaries({"capacity_chunks": st.integers(1, 4),
+                                 "fault_batch_size": st.sampled_from([1, 3, 256])}),
+       walkers=st.sampled_from(["shared", "partitioned", "dws"]),
+       tr=st.builds(lambda ways, sets, ps, n, walk: Translation(
+           tlb_entries=ways * sets, ways=ways, page_size=ps, walkers=n, walk_ns=walk),
+           st.integers(1, 4), st.integers(3, 8), st.sampled_from([4096, 65536]),
+           st.integers(3, 6), st.sampled_from([1.0, 67.52, 250.0, 5000.0])))
+def test_walker_components_engine_equals_reference(progs, kw, walkers, tr):
+    traces = [p.build() for p in progs]
+    a = simulate_multi(traces, translation=tr, walkers=walkers, **kw)
+    b = simulate_multi(traces, translation=tr, walkers=walkers, engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)

@@ -23,7 +23,8 @@ import pandas as pd
 
 from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
 from .engine.build import engine_for
-from .engine.state import engine_trace, new_state
+from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
+from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
@@ -176,8 +177,22 @@ def system_metrics(slowdown: Sequence[float]) -> dict[str, float]:
             "fairness": float(s.min() / s.max())}
 
 
+def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple]:
+    """The walker component's context and state for n_t tenants on engine state S (its TLB
+    sliced among them if the component asks). Checked before compiled code indexes."""
+    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.xli[XL_SETS]), 1))
+    if not S.xli[XL_ON]:
+        return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
+    wk.check(ctx)
+    st = tuple(np.ascontiguousarray(a) for a in wk.init(ctx))
+    if wk.tlb_slices:
+        S.xli[XL_TLB_SLICES] = n_t
+    return ctx, st
+
+
 def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
-         seed: int, tr, engine: str) -> tuple[list[Result], list[float]]:
+         seed: int, tr, engine: str,
+         wk: WalkerScheduler) -> tuple[list[Result], list[float]]:
     m = merge_traces(traces)
     T = m.arrays
     check_model_trace(mdl, T)
@@ -192,13 +207,14 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
                   features=feature_vector(mdl))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
+    wctx, wst = walker_state(wk, S, n_t)
     if engine == "fast":
-        engine_for(pf, ev).replay_clocked(pst, est, S, engine_trace(T), batch, m.ten_ev,
-                                          ten_out, clock)
+        engine_for(pf, ev, wk).replay_clocked(pst, est, wst, S, engine_trace(T), batch,
+                                              m.ten_ev, ten_out, clock)
     else:
         from .reference.model import ReferenceModel
-        ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch).replay(m.ten_ev, ten_out,
-                                                                           clock)
+        ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
+                       walker_ctx=wctx).replay(m.ten_ev, ten_out, clock)
     out = []
     for i, t in enumerate(traces):
         rows = np.r_[m.k_off[i]:m.k_off[i + 1], n_k + i]
@@ -216,13 +232,18 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
                    prefetch_params: dict[str, float] | None = None,
                    evict_params: dict[str, float] | None = None, seed: int = 0,
                    translation: Any = None, engine: str = "fast",
-                   **overrides: Any) -> MultiResult:
+                   walkers: Any = "shared", **overrides: Any) -> MultiResult:
     """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
 
     Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
     peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
     thrashing) as in `uvmsim.simulate`; remote mapping and hints are not modelled with
     tenants. `engine="reference"` computes the same with the SimPy reference model.
+
+    Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
+    `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
+    tenants): "shared" (default), "partitioned" or "dws"; it matters only with translation
+    on. Each tenant's alone run uses the whole GPU: the defaults, one tenant.
     """
     ts = [_as_trace(t) for t in traces]
     if not ts:
@@ -240,11 +261,12 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     tr = get_translation(translation)
+    wk = get_walkers(walkers)
     args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
-    shared, finish = _run(ts, *args)
+    shared, finish = _run(ts, *args, wk)
     alone, alone_ns = [], []
     for t in ts:
-        r, c = _run([t], *args)
+        r, c = _run([t], *args, WALKERS["shared"])
         alone.append(r[0])
         alone_ns.append(c[0])
     table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
@@ -253,6 +275,6 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
-              "engine": engine}
+              "engine": engine, "walkers": wk.name}
     return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
                        system_metrics(slow))

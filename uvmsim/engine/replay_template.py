@@ -9,6 +9,7 @@
 #   EV_ON_HIT(est, S, T, chunk, blk, pos, tick)
 #   EV_ON_RELEASE(est, S, T, chunk, blk)
 #   EV_VICTIM(est, S, T, tick)                                -> writes S.victim
+#   WK_PICK(wst, S, ten, t)            -> the page-table walker that takes a walk
 # Step names match uvmsim.reference, which models the same steps in SimPy.
 # Semantics: docs/model.md and the spec's driver-model.md.
 
@@ -460,9 +461,8 @@ def tlb_shootdown(S, blk, lo, hi):
     """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
     sh = S.xli[XL_SHIFT]
     ways = S.xli[XL_WAYS]
-    nsets = S.xli[XL_SETS]
     for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
-        base = (tag % nsets) * ways
+        base = tlb_set_base(S, tag)
         for w in range(base, base + ways):
             if S.tlb_tag[w] == tag:
                 S.tlb_tag[w] = -1
@@ -470,13 +470,27 @@ def tlb_shootdown(S, blk, lo, hi):
 
 
 @_jit
-def translate(S, T, d, t, row):
-    """TLB lookup for dense page d at time t; a miss walks. Returns when the translation
-    is ready (t on a hit)."""
+def tlb_set_base(S, tag):
+    """First way of the TLB set that holds `tag`. With the TLB sliced among tenants
+    (S.xli[XL_TLB_SLICES] = their number) a tenant's tags map only into its own equal share
+    of the sets; the tenant is in the tag's high bits (b_vbase: tenant << 44)."""
+    nsets = S.xli[XL_SETS]
+    n = S.xli[XL_TLB_SLICES]
+    if n > 0:
+        per = nsets // n
+        ten = tag >> (44 - S.xli[XL_SHIFT])
+        return ((ten % n) * per + tag % per) * S.xli[XL_WAYS]
+    return (tag % nsets) * S.xli[XL_WAYS]
+
+
+@_jit
+def translate(wst, S, T, d, t, row):
+    """TLB lookup for dense page d at time t; a miss walks on the walker the walker
+    component picks. Returns when the translation is ready (t on a hit)."""
     blk = T.page_block[d]
     tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
     ways = S.xli[XL_WAYS]
-    base = (tag % S.xli[XL_SETS]) * ways
+    base = tlb_set_base(S, tag)
     S.xli[XL_TICK] += 1
     slot = -1
     for w in range(base, base + ways):
@@ -493,11 +507,9 @@ def translate(S, T, d, t, row):
             slot = w
     S.counts[row, C_TLB_MISSES] += 1
     S.counts[row, C_PAGE_WALKS] += 1
-    # FIFO over identical walkers: the walk takes the walker that frees first
-    wk = 0
-    for i in range(1, S.walk_free.size):
-        if S.walk_free[i] < S.walk_free[wk]:
-            wk = i
+    wk = WK_PICK(wst, S, S.b_vbase[blk] >> 44, t)
+    if wk < 0 or wk >= S.walk_free.size:
+        raise RuntimeError("walker component picked a walker that does not exist")
     start = max(t, S.walk_free[wk])
     done = start + S.xlf[XF_WALK_NS]
     S.walk_free[wk] = done
@@ -524,7 +536,7 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 
 
 @_jit
-def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
+def run_kernel_clocked(pst, est, wst, S, T, k, batch_size, t0):
     """run_kernel on a clock starting at t0; returns when the kernel ends.
 
     Rows issue evenly over the kernel's compute time (each slice pass over its share of
@@ -562,7 +574,7 @@ def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
             if ft:
                 t += S.fcfg[F_PEND_NS]
             if xl:
-                ready = translate(S, T, d, t, k)
+                ready = translate(wst, S, T, d, t, k)
                 if ready > last:
                     last = ready
             ps = S.pstate[d]
@@ -615,7 +627,7 @@ def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
 
 
 @_jit
-def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
+def replay_clocked(pst, est, wst, S, T, batch_size, ten_ev, ten_out, clock):
     """Replay tenants' events on one clock; one tenant is a plain clocked replay.
 
     Tenant i owns events ten_ev[i]..ten_ev[i+1]-1, collects what happens outside its
@@ -639,7 +651,7 @@ def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
         op = T.ev_op[e]
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            clock[i] = run_kernel_clocked(pst, est, S, T, k, batch_size, clock[i])
+            clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
