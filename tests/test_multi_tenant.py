@@ -196,14 +196,92 @@ def test_walker_component_errors():
        kw=st.fixed_dictionaries({"capacity_chunks": st.integers(1, 4),
                                  "fault_batch_size": st.sampled_from([1, 3, 256])}),
        walkers=st.sampled_from(["shared", "partitioned", "dws"]),
+       sched=st.sampled_from(["interleave", "mfit"]),
        tr=st.builds(lambda ways, sets, ps, n, walk: Translation(
            tlb_entries=ways * sets, ways=ways, page_size=ps, walkers=n, walk_ns=walk),
            st.integers(1, 4), st.integers(3, 8), st.sampled_from([4096, 65536]),
            st.integers(3, 6), st.sampled_from([1.0, 67.52, 250.0, 5000.0])))
-def test_walker_components_engine_equals_reference(progs, kw, walkers, tr):
+def test_components_engine_equals_reference(progs, kw, walkers, sched, tr):
     traces = [p.build() for p in progs]
-    a = simulate_multi(traces, translation=tr, walkers=walkers, **kw)
-    b = simulate_multi(traces, translation=tr, walkers=walkers, engine="reference", **kw)
+    a = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched, **kw)
+    b = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
+                       engine="reference", **kw)
     for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
         assert_same(x, y)
     np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(a.table["sched_wait_ns"], b.table["sched_wait_ns"],
+                               rtol=1e-9, atol=1e-6)
+    # each tenant's clock is the time its own events took, waits included
+    for r, c in zip(a.tenants, a.finish_ns):
+        assert math.isclose(c, r.summary["sim_time_ns"], rel_tol=1e-9, abs_tol=1e-6)
+
+
+# ------------------------------------------------------------------ kernel scheduling
+def two_blocks_twice():
+    """Kernels reading page 0 of blocks 0 and 1, twice: a working set of 2 chunks."""
+    b = TraceBuilder()
+    a = b.alloc(4 << 20)
+    p = [int(b.pages(a, 0, 1)[0]), int(b.pages(a, 512, 513)[0])]
+    b.kernel(reads=p)
+    b.kernel(reads=p)
+    return b.build()
+
+
+def one_block():
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    b.kernel(reads=[int(b.pages(a, 0, 1)[0])])
+    return b.build()
+
+
+def test_mfit_holds_a_kernel_that_does_not_fit():
+    """Capacity 2 chunks. Tenant 0 holds both with its 2-block working set; tenant 1's
+    1-block kernel does not fit beside it. Interleaved, tenant 1 evicts one of tenant 0's
+    chunks between its two kernels and tenant 0 faults it back; with mfit tenant 1 waits
+    until tenant 0 has finished, then takes a chunk nobody will use again."""
+    mix = [two_blocks_twice(), one_block()]
+    kw = dict(capacity_chunks=2, prefetch="none")
+    inter = simulate_multi(mix, **kw)
+    mfit = simulate_multi(mix, scheduler="mfit", **kw)
+    assert mfit.config["scheduler"] == "mfit"
+    assert inter.table["faults"].tolist() == [3, 1]    # tenant 0 re-faults its block
+    assert mfit.table["faults"].tolist() == [2, 1]
+    assert inter.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+    # tenant 1 waited from 0 until tenant 0's last event ended
+    assert mfit.table["sched_wait_ns"].tolist() == [0.0, pytest.approx(mfit.finish_ns[0])]
+    assert mfit.finish_ns[0] == pytest.approx(mfit.alone_ns[0])   # tenant 0 ran as alone
+    r1 = mfit.tenants[1]
+    assert mfit.finish_ns[1] == pytest.approx(mfit.finish_ns[0] + r1.kernels["sim_ns"].sum())
+    assert r1.summary["sim_time_ns"] == pytest.approx(mfit.finish_ns[1])
+    ref = simulate_multi(mix, scheduler="mfit", engine="reference", **kw)
+    assert ref.table["faults"].tolist() == [2, 1]
+    assert ref.finish_ns == pytest.approx(mfit.finish_ns)
+
+
+def test_mfit_runs_a_kernel_that_fits_and_one_too_big_alone():
+    # capacity 3: 2 + 1 fit together, nobody waits, counts as interleaved
+    mix = [two_blocks_twice(), one_block()]
+    a = simulate_multi(mix, capacity_chunks=3, prefetch="none", scheduler="mfit")
+    b = simulate_multi(mix, capacity_chunks=3, prefetch="none")
+    assert a.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+    assert a.finish_ns == b.finish_ns
+    # capacity 1: tenant 0's 2-block kernel never fits; tenant 1's fits (tenant 0 holds
+    # nothing yet) and runs first; tenant 0 then runs anyway, as the only tenant left
+    c = simulate_multi(mix, capacity_chunks=1, prefetch="none", scheduler="mfit")
+    assert c.table["sched_wait_ns"].tolist() == [pytest.approx(c.finish_ns[1]), 0.0]
+    assert c.finish_ns[1] == pytest.approx(c.alone_ns[1])
+    # 2 blocks, 1 chunk: kernel 1 faults both (one batch: block 1 evicts block 0); kernel
+    # 2 reads block 1 resident and faults block 0 again
+    assert c.table["faults"].tolist() == [3, 1]
+
+
+def test_working_sets_count_distinct_device_blocks():
+    from uvmsim.components.sched.base import kernel_working_sets
+    b = TraceBuilder()
+    a = b.alloc(6 << 20)
+    h = b.alloc(2 << 20, kind="host")
+    pg = lambda i: int(b.pages(a, i, i + 1)[0])   # noqa: E731
+    b.kernel(reads=[pg(0), pg(1), pg(512), int(b.pages(h, 0, 1)[0])])
+    b.kernel(reads=[pg(1030)])
+    b.kernel(reads=[int(b.pages(h, 3, 4)[0])])
+    assert kernel_working_sets(b.build().arrays).tolist() == [2, 1, 0]

@@ -23,6 +23,7 @@ import pandas as pd
 
 from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
 from .engine.build import engine_for
+from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
 from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
 from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
@@ -191,8 +192,8 @@ def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple
 
 
 def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
-         seed: int, tr, engine: str,
-         wk: WalkerScheduler) -> tuple[list[Result], list[float]]:
+         seed: int, tr, engine: str, wk: WalkerScheduler,
+         sc: TenantScheduler) -> tuple[list[Result], list[float], list[float]]:
     m = merge_traces(traces)
     T = m.arrays
     check_model_trace(mdl, T)
@@ -208,19 +209,22 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
     wctx, wst = walker_state(wk, S, n_t)
+    sst = tuple(np.ascontiguousarray(a) for a in sc.init(SchedContext(n_t, cap, T)))
+    waited = np.zeros(n_t)
     if engine == "fast":
-        engine_for(pf, ev, wk).replay_clocked(pst, est, wst, S, engine_trace(T), batch,
-                                              m.ten_ev, ten_out, clock)
+        engine_for(pf, ev, wk, sc).replay_clocked(pst, est, wst, sst, S, engine_trace(T),
+                                                  batch, m.ten_ev, ten_out, clock, waited)
     else:
         from .reference.model import ReferenceModel
         ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
-                       walker_ctx=wctx).replay(m.ten_ev, ten_out, clock)
+                       walker_ctx=wctx, scheduler=sc, sched_state=sst).replay(
+                           m.ten_ev, ten_out, clock, waited)
     out = []
     for i, t in enumerate(traces):
         rows = np.r_[m.k_off[i]:m.k_off[i + 1], n_k + i]
         out.append(make_result(t, S.counts[rows], S.times[rows], cap,
                                {"tenant": i, "model": mdl.name, "engine": engine}))
-    return out, [float(c) for c in clock]
+    return out, [float(c) for c in clock], [float(w) for w in waited]
 
 
 def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
@@ -232,7 +236,8 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
                    prefetch_params: dict[str, float] | None = None,
                    evict_params: dict[str, float] | None = None, seed: int = 0,
                    translation: Any = None, engine: str = "fast",
-                   walkers: Any = "shared", **overrides: Any) -> MultiResult:
+                   walkers: Any = "shared", scheduler: Any = "interleave",
+                   **overrides: Any) -> MultiResult:
     """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
 
     Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
@@ -243,7 +248,8 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
     `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
     tenants): "shared" (default), "partitioned" or "dws"; it matters only with translation
-    on. Each tenant's alone run uses the whole GPU: the defaults, one tenant.
+    on. `scheduler` decides when a tenant's kernel may start: "interleave" (default) or
+    "mfit". Each tenant's alone run uses the whole GPU: the defaults, one tenant.
     """
     ts = [_as_trace(t) for t in traces]
     if not ts:
@@ -261,20 +267,21 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     tr = get_translation(translation)
-    wk = get_walkers(walkers)
+    wk, sc = get_walkers(walkers), get_scheduler(scheduler)
     args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
-    shared, finish = _run(ts, *args, wk)
+    shared, finish, waited = _run(ts, *args, wk, sc)
     alone, alone_ns = [], []
     for t in ts:
-        r, c = _run([t], *args, WALKERS["shared"])
+        r, c, _ = _run([t], *args, WALKERS["shared"], SCHEDULERS["interleave"])
         alone.append(r[0])
         alone_ns.append(c[0])
     table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
                          slices=bool(mdl.slices))
+    table["sched_wait_ns"] = waited
     slow = [float(x) for x in table["slowdown"]]
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
-              "engine": engine, "walkers": wk.name}
+              "engine": engine, "walkers": wk.name, "scheduler": sc.name}
     return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
                        system_metrics(slow))

@@ -130,10 +130,11 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
         eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
     else:
         # the clocked replay with one tenant: rows spread over kernels, walks queue
-        eng.replay_clocked(run.pst, run.est, shared_walkers(S), S, engine_trace(T),
-                           run.fault_batch_size,
+        # one tenant: the shared walkers and the interleave scheduler's (empty) state
+        eng.replay_clocked(run.pst, run.est, shared_walkers(S), (np.zeros(1, np.int64),), S,
+                           engine_trace(T), run.fault_batch_size,
                            np.array([0, T.ev_op.size], np.int64),
-                           np.array([trace.n_kernels], np.int64), np.zeros(1))
+                           np.array([trace.n_kernels], np.int64), np.zeros(1), np.zeros(1))
     return run.result(keep_state)
 
 

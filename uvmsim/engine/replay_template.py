@@ -10,6 +10,7 @@
 #   EV_ON_RELEASE(est, S, T, chunk, blk)
 #   EV_VICTIM(est, S, T, tick)                                -> writes S.victim
 #   WK_PICK(wst, S, ten, t)            -> the page-table walker that takes a walk
+#   SC_ADMIT(sst, S, T, ten, k, live)  -> may tenant ten start kernel k now
 # Step names match uvmsim.reference, which models the same steps in SimPy.
 # Semantics: docs/model.md and the spec's driver-model.md.
 
@@ -627,28 +628,45 @@ def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
 
 
 @_jit
-def replay_clocked(pst, est, wst, S, T, batch_size, ten_ev, ten_out, clock):
+def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock, waited):
     """Replay tenants' events on one clock; one tenant is a plain clocked replay.
 
     Tenant i owns events ten_ev[i]..ten_ev[i+1]-1, collects what happens outside its
     kernels in row ten_out[i], and clock[i] is its time (updated in place). The tenant
-    whose clock is earliest (ties: lowest index) runs its next event whole.
+    whose clock is earliest (ties: lowest index) among those not waiting runs its next
+    event whole. A kernel the scheduler component does not admit waits: its tenant asks
+    again once another tenant's event ends, its clock moved to that end (the time is added
+    to waited[i] and to its outside row's stall). When every tenant with events left is
+    waiting, the earliest runs anyway.
     """
     n_t = ten_ev.size - 1
     cur = ten_ev[:n_t].copy()
     tick = ten_ev[:n_t].copy()
+    wait = np.zeros(n_t, np.uint8)
+    live = np.zeros(n_t, np.uint8)
     for i in range(n_t):
         tick[i] = 0
+        if cur[i] < ten_ev[i + 1]:
+            live[i] = 1
     while True:
         i = -1
         for j in range(n_t):
-            if cur[j] < ten_ev[j + 1] and (i < 0 or clock[j] < clock[i]):
+            if live[j] and not wait[j] and (i < 0 or clock[j] < clock[i]):
                 i = j
+        forced = i < 0
+        if forced:
+            for j in range(n_t):
+                if live[j] and (i < 0 or clock[j] < clock[i]):
+                    i = j
         if i < 0:
             break
         e = cur[i]
-        cur[i] += 1
         op = T.ev_op[e]
+        if op == OP_KERNEL and not forced and not SC_ADMIT(sst, S, T, i, T.ev_kernel[e],
+                                                            live):
+            wait[i] = 1
+            continue
+        cur[i] += 1
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
             clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
@@ -658,6 +676,15 @@ def replay_clocked(pst, est, wst, S, T, batch_size, ten_ev, ten_out, clock):
         elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
               (op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
+        if cur[i] == ten_ev[i + 1]:
+            live[i] = 0
+        for j in range(n_t):
+            if wait[j]:
+                wait[j] = 0
+                if clock[i] > clock[j]:
+                    waited[j] += clock[i] - clock[j]
+                    S.times[ten_out[j], T_STALL] += clock[i] - clock[j]
+                    clock[j] = clock[i]
     return 0
 
 

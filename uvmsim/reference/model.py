@@ -65,7 +65,8 @@ class ReferenceModel:
     """One GPU shared by tenants: memory (S), driver + copy engine, walkers and a TLB."""
 
     def __init__(self, S, T, pf, ev, pst, est, batch_size: int, walkers=None,
-                 walker_ctx: WalkerContext | None = None) -> None:
+                 walker_ctx: WalkerContext | None = None, scheduler=None,
+                 sched_state: tuple = ()) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
         self.PF_PREFETCH = pf.prefetch
@@ -83,6 +84,9 @@ class ReferenceModel:
         self.wctx = walker_ctx or WalkerContext(1, int(S.walk_free.size),
                                                 max(int(S.xli[XL_SETS]), 1))
         self.pools = [list(p) for p in self.wk.pools(self.wctx)]
+        # the scheduler component's mirror: may a tenant start its next kernel now
+        self.admit = scheduler.admit_py if scheduler is not None else None
+        self.sched_state = sched_state
         # TLB slot -> id of the fill whose walk has not been granted a walker yet
         self._fill_id = {}
         self._next_fill = 0
@@ -613,22 +617,40 @@ class ReferenceModel:
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
 
-    def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray) -> None:
+    def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray,
+               waited: np.ndarray | None = None) -> None:
         """Replay tenants' events (tenant i: events ten_ev[i]..ten_ev[i+1]-1, outside row
-        ten_out[i], time clock[i]): the earliest clock (ties: lowest index) goes next."""
-        T = self.T
+        ten_out[i], time clock[i]): the earliest clock (ties: lowest index) among tenants
+        not waiting goes next. A kernel the scheduler does not admit waits until another
+        tenant's event ends (its clock moves there; waited[i] adds the time); when every
+        tenant waits, the earliest goes anyway."""
+        T, S = self.T, self.S
         n_t = len(ten_ev) - 1
         cur = [int(x) for x in ten_ev[:n_t]]
         tick = [0] * n_t
+        waiting: set[int] = set()
         while True:
             live = [j for j in range(n_t) if cur[j] < ten_ev[j + 1]]
             if not live:
                 return
-            i = min(live, key=lambda j: (clock[j], j))
+            ready = [j for j in live if j not in waiting] or live
+            i = min(ready, key=lambda j: (clock[j], j))
             e = cur[i]
+            if (self.admit is not None and int(T.ev_op[e]) == OP_KERNEL and i not in waiting
+                    and not self.admit(self.sched_state, S, T, i, int(T.ev_kernel[e]),
+                                       np.array([j in live for j in range(n_t)], np.uint8))):
+                waiting.add(i)
+                continue
             cur[i] += 1
             env = self._open(float(clock[i]))
             proc = env.process(self.event(e, int(ten_out[i]), tick[i], float(clock[i])))
             clock[i] = env.run(until=proc)
             if T.ev_op[e] == OP_KERNEL:
                 tick[i] = int(T.k_row_start[int(T.ev_kernel[e]) + 1])
+            for j in sorted(waiting):
+                if clock[i] > clock[j]:
+                    if waited is not None:
+                        waited[j] += clock[i] - clock[j]
+                    S.times[int(ten_out[j]), T_STALL] += clock[i] - clock[j]
+                    clock[j] = clock[i]
+            waiting.clear()
