@@ -3,6 +3,7 @@
 worked out by hand below."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -285,3 +286,52 @@ def test_working_sets_count_distinct_device_blocks():
     b.kernel(reads=[pg(1030)])
     b.kernel(reads=[int(b.pages(h, 3, 4)[0])])
     assert kernel_working_sets(b.build().arrays).tolist() == [2, 1, 0]
+
+
+def test_cli_multi(tmp_path):
+    from test_cli import cli
+    b = TraceBuilder()
+    a = b.alloc(4 << 20)
+    b.kernel(reads=[int(x) for x in b.pages(a, 0, 600, 7)], duration_ns=20_000)
+    b.write(tmp_path / "a.uvmtrace")
+    one_block_writer = TraceBuilder()
+    o = one_block_writer.alloc(2 << 20)
+    one_block_writer.kernel(reads=[int(x) for x in one_block_writer.pages(o, 0, 40)])
+    one_block_writer.write(tmp_path / "b.uvmtrace")
+    paths = [tmp_path / "a.uvmtrace", tmp_path / "b.uvmtrace"]
+    p = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none",
+            "--translation", "walkers=2", "--walkers", "dws", "--scheduler", "mfit", "--json",
+            check=True)
+    got = json.loads(p.stdout)
+    want = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
+                          prefetch="none", translation={"walkers": 2}, walkers="dws",
+                          scheduler="mfit")
+    assert [r["faults"] for r in got["tenants"]] == want.table["faults"].tolist()
+    assert [r["slowdown"] for r in got["tenants"]] == pytest.approx(want.slowdown)
+    assert got["system"] == pytest.approx(want.system)
+    human = cli("multi", *paths, "--translation", "--walkers", "partitioned", check=True)
+    assert "walkers=partitioned" in human.stdout and "STP=" in human.stdout
+    bad = cli("multi", *paths, "--walkers", "nope")
+    assert bad.returncode == 2 and "unknown walker component" in bad.stderr
+
+
+def test_custom_walker_component_from_the_docs():
+    """examples/custom_walkers.py (the file docs/policies.md shows): with 2 walkers,
+    tenant 0 has walker 0 to itself and tenant 1 walker 1."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples" / "custom_walkers.py"
+    spec = importlib.util.spec_from_file_location("custom_walkers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # 4 walks at t=0 on one walker: they wait 0, 100, 200 and 300 ns; the other tenant's
+    # single walk finds its own walker free
+    for engine in ("fast", "reference"):
+        mr = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",
+                            translation=WALK, walkers=mod.RESERVED, engine=engine)
+        assert mr.table["walk_queue_ns"].tolist() == pytest.approx([600.0, 0.0]), engine
+    shared = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",
+                            translation=WALK)
+    assert shared.table["walk_queue_ns"].tolist() == pytest.approx([200.0, 200.0])
+    from uvmsim.components.walkers import get_walkers
+    assert get_walkers("reserved0") is mod.RESERVED
