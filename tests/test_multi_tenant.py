@@ -204,9 +204,11 @@ def test_walker_component_errors():
            st.integers(3, 6), st.sampled_from([1.0, 67.52, 250.0, 5000.0])))
 def test_components_engine_equals_reference(progs, kw, walkers, sched, tr):
     traces = [p.build() for p in progs]
-    a = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched, **kw)
+    # prefetch "none", as in the tests above: one compiled engine per component pair
+    a = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
+                       prefetch="none", **kw)
     b = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
-                       engine="reference", **kw)
+                       prefetch="none", engine="reference", **kw)
     for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
         assert_same(x, y)
     np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
@@ -313,6 +315,10 @@ def test_cli_multi(tmp_path):
     assert "walkers=partitioned" in human.stdout and "STP=" in human.stdout
     bad = cli("multi", *paths, "--walkers", "nope")
     assert bad.returncode == 2 and "unknown walker component" in bad.stderr
+    listed = {(r["kind"], r["name"]) for r in json.loads(cli("policies", "--json",
+                                                              check=True).stdout)}
+    assert {("walkers", "shared"), ("walkers", "partitioned"), ("walkers", "dws"),
+            ("scheduler", "interleave"), ("scheduler", "mfit")} <= listed
 
 
 def test_custom_walker_component_from_the_docs():

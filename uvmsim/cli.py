@@ -405,12 +405,19 @@ def cmd_policies(a: argparse.Namespace) -> int:
             for n, p in sorted(PREFETCH.items())]
     rows += [{"kind": "evict", "name": n, "params": p.params, "doc": p.doc}
              for n, p in sorted(EVICT.items())]
+    # tenant components of `uvmsim multi` (docs/policies.md, "Tenant components")
+    from .components.sched import SCHEDULERS
+    from .components.walkers import WALKERS
+    rows += [{"kind": "walkers", "name": n, "params": {}, "doc": c.doc}
+             for n, c in sorted(WALKERS.items())]
+    rows += [{"kind": "scheduler", "name": n, "params": {}, "doc": c.doc}
+             for n, c in sorted(SCHEDULERS.items())]
     if a.json:
         print(json.dumps(rows))
         return 0
     for r in rows:
         params = ", ".join(f"{k}={v:g}" for k, v in r["params"].items())
-        print(f"{r['kind']:<8} {r['name']:<14} {r['doc']}" + (f" [{params}]" if params else ""))
+        print(f"{r['kind']:<9} {r['name']:<14} {r['doc']}" + (f" [{params}]" if params else ""))
     return 0
 
 

@@ -129,8 +129,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     if run.translation is None:
         eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
     else:
-        # the clocked replay with one tenant: rows spread over kernels, walks queue
-        # one tenant: the shared walkers and the interleave scheduler's (empty) state
+        # the clocked replay with one tenant: rows spread over kernels, walks queue (the
+        # shared walkers; the interleave scheduler, whose state is empty)
         eng.replay_clocked(run.pst, run.est, shared_walkers(S), (np.zeros(1, np.int64),), S,
                            engine_trace(T), run.fault_batch_size,
                            np.array([0, T.ev_op.size], np.int64),
