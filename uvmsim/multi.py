@@ -6,9 +6,12 @@ event granularity; they share the chunk pool and the eviction order, the driver 
 engine (a batch or copy waits while another tenant's is serviced), and, with translation on,
 the TLB (tags carry the tenant) and the page-table walkers. Compute is not shared: kernels
 run at their traced durations. Each tenant's slowdown is its finish time when sharing over
-its finish time alone on the same GPU (same capacity, hardware, translation).
+its finish time alone on the same GPU (same capacity, hardware, translation; the default
+components). How walkers are shared and when kernels may start are components
+(uvmsim.components: `walkers=`, `scheduler=`).
 
-    mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True)
+    mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True,
+                        walkers="dws", scheduler="mfit")
     mr.table          # one row per tenant: finish times, slowdown, latency, counts
     mr.system         # STP, ANTT and fairness over the tenants
 """
@@ -100,8 +103,9 @@ class MultiResult:
 
     `tenants[i]`: tenant i's Result while sharing; `alone[i]`: its Result alone on the same
     GPU; `finish_ns`/`alone_ns`: its clock at its last event; `slowdown` their ratio;
-    `table`: one row per tenant (see `tenant_table`); `system`: the mix's STP, ANTT and
-    fairness (see `system_metrics`).
+    `table`: one row per tenant (see `tenant_table`, plus `sched_wait_ns`: time its kernels
+    waited for the scheduler component); `system`: the mix's STP, ANTT and fairness (see
+    `system_metrics`).
     """
 
     tenants: list[Result]
