@@ -1,5 +1,5 @@
-"""The `uvmsim` command line: replay, sweep, info, synth, record, run, policies, hardware,
-models.
+"""The `uvmsim` command line: replay, sweep, multi, info, synth, record, run, policies,
+hardware, models.
 
 User errors (bad arguments, malformed traces, missing or unreadable paths, not enough
 memory) print one line on stderr and exit with status 2; an internal error prints one line
@@ -205,6 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    p = sub.add_parser("multi", help="replay traces as tenants sharing one GPU; per-tenant "
+                                     "slowdown and system STP/ANTT/fairness")
+    p.add_argument("traces", nargs="+", help=".uvmtrace directories, one per tenant")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--oversub", type=_positive_float, metavar="F",
+                     help="oversubscription factor over the sum of the tenants' peak blocks")
+    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES",
+                     help="GPU memory for managed data, e.g. 8GiB")
+    _add_model_args(p, lists=False)
+    p.add_argument("--walkers", default="shared",
+                   help="page-table walker component: shared, partitioned, dws or "
+                        "package.module:object (default: shared; needs --translation)")
+    p.add_argument("--scheduler", default="interleave",
+                   help="kernel scheduling among tenants: interleave, mfit or "
+                        "package.module:object (default: interleave)")
+    p.add_argument("--json", action="store_true",
+                   help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
+    p.add_argument("-o", "--out", metavar="FILE", help="write the tenant table (.parquet or .csv)")
+
     p = sub.add_parser("info", help="describe a trace")
     p.add_argument("trace")
     p.add_argument("--json", action="store_true")
@@ -347,6 +366,37 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_multi(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .multi import simulate_multi
+    from .trace import load_trace
+    ts = [load_trace(t, drop_out_of_range=a.drop_out_of_range) for t in a.traces]
+    mr = simulate_multi(ts, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
+                        evict=a.evict, prefetch_params=_kv(a.prefetch_param),
+                        evict_params=_kv(a.evict_param), walkers=a.walkers,
+                        scheduler=a.scheduler,
+                        **_mechanisms(a))
+    if a.out:
+        _write_table(mr.table, a.out)
+    if a.json:
+        print(json.dumps({"tenants": json.loads(mr.table.to_json(orient="records")),
+                          "system": mr.system}))
+        return 0
+    c = mr.config
+    print(f"{len(ts)} tenants: model={c['model']} prefetch={c['prefetch']} evict={c['evict']} "
+          f"walkers={c['walkers']} scheduler={c['scheduler']} capacity_chunks={c['capacity_chunks']}")
+    show = mr.table.copy()
+    show.insert(1, "trace", [Path(t).name for t in a.traces])
+    with pd.option_context("display.max_columns", 50, "display.width", 200,
+                           "display.float_format", "{:,.3f}".format):
+        print(show.to_string(index=False))
+    print("system: " + "  ".join(f"{k.upper()}={v:.4f}" for k, v in mr.system.items()))
+    if a.out:
+        print(f"table: {a.out}")
+    return 0
+
+
 def cmd_info(a: argparse.Namespace) -> int:
     from .trace import load_trace
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
@@ -393,12 +443,19 @@ def cmd_policies(a: argparse.Namespace) -> int:
             for n, p in sorted(PREFETCH.items())]
     rows += [{"kind": "evict", "name": n, "params": p.params, "doc": p.doc}
              for n, p in sorted(EVICT.items())]
+    # tenant components of `uvmsim multi` (docs/policies.md, "Tenant components")
+    from .components.sched import SCHEDULERS
+    from .components.walkers import WALKERS
+    rows += [{"kind": "walkers", "name": n, "params": {}, "doc": c.doc}
+             for n, c in sorted(WALKERS.items())]
+    rows += [{"kind": "scheduler", "name": n, "params": {}, "doc": c.doc}
+             for n, c in sorted(SCHEDULERS.items())]
     if a.json:
         print(json.dumps(rows))
         return 0
     for r in rows:
         params = ", ".join(f"{k}={v:g}" for k, v in r["params"].items())
-        print(f"{r['kind']:<8} {r['name']:<14} {r['doc']}" + (f" [{params}]" if params else ""))
+        print(f"{r['kind']:<9} {r['name']:<14} {r['doc']}" + (f" [{params}]" if params else ""))
     return 0
 
 
@@ -444,7 +501,7 @@ def cmd_record(a: argparse.Namespace) -> int:
     return int(a._record.run_from_args(a))
 
 
-COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "info": cmd_info, "synth": cmd_synth,
+COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info": cmd_info, "synth": cmd_synth,
             "policies": cmd_policies, "hardware": cmd_hardware, "models": cmd_models,
             "record": cmd_record, "run": cmd_run}
 

@@ -6,10 +6,14 @@ event granularity; they share the chunk pool and the eviction order, the driver 
 engine (a batch or copy waits while another tenant's is serviced), and, with translation on,
 the TLB (tags carry the tenant) and the page-table walkers. Compute is not shared: kernels
 run at their traced durations. Each tenant's slowdown is its finish time when sharing over
-its finish time alone on the same GPU (same capacity, hardware, translation).
+its finish time alone on the same GPU (same capacity, hardware, translation; the default
+components). How walkers are shared and when kernels may start are components
+(uvmsim.components: `walkers=`, `scheduler=`).
 
-    mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True)
-    mr.table          # one row per tenant: finish times, slowdown, counts
+    mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True,
+                        walkers="dws", scheduler="mfit")
+    mr.table          # one row per tenant: finish times, slowdown, latency, counts
+    mr.system         # STP, ANTT and fairness over the tenants
 """
 from __future__ import annotations
 
@@ -22,7 +26,9 @@ import pandas as pd
 
 from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
 from .engine.build import engine_for
-from .engine.state import engine_trace, new_state
+from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
+from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
+from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
@@ -97,7 +103,9 @@ class MultiResult:
 
     `tenants[i]`: tenant i's Result while sharing; `alone[i]`: its Result alone on the same
     GPU; `finish_ns`/`alone_ns`: its clock at its last event; `slowdown` their ratio;
-    `table`: one row per tenant.
+    `table`: one row per tenant (see `tenant_table`, plus `sched_wait_ns`: time its kernels
+    waited for the scheduler component); `system`: the mix's STP, ANTT and fairness (see
+    `system_metrics`).
     """
 
     tenants: list[Result]
@@ -107,10 +115,89 @@ class MultiResult:
     slowdown: list[float]
     table: pd.DataFrame
     config: dict[str, Any] = field(default_factory=dict)
+    system: dict[str, float] = field(default_factory=dict)
+
+
+def tlb_lookups(trace: Trace, slices: bool) -> int:
+    """TLB lookups a replay of `trace` makes: one per access row of a non-host page in each
+    pass of its kernel (each time slice with the slices option, docs/semantics.md)."""
+    T = trace.arrays
+    rows = T.row_page.astype(np.int64)
+    dev = ~T.a_host[T.b_alloc[T.page_block[rows]]].astype(bool)
+    if not (slices and T.row_slices.size):
+        return int(dev.sum())
+    # a row is looked up once in each pass s < n_slices of its kernel whose bit it has
+    k_of_row = np.repeat(np.arange(T.k_nslices.size), np.diff(T.k_row_start))
+    width = T.k_nslices[k_of_row].astype(np.uint64)
+    mask = np.where(width >= 64, ~np.uint64(0),
+                    (np.uint64(1) << np.minimum(width, 63)) - np.uint64(1))
+    bits = T.row_slices & mask
+    n = np.zeros(bits.size, np.int64)
+    for b in range(64):
+        n += ((bits >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
+    return int(n[dev].sum())
+
+
+def tenant_table(traces: Sequence[Trace], shared: Sequence[Result], finish: Sequence[float],
+                 alone_ns: Sequence[float], *, translated: bool = False,
+                 slices: bool = False) -> pd.DataFrame:
+    """One row per tenant of a shared replay.
+
+    `slowdown`: finish time shared over alone. `p99_kernel_ns`: 99th percentile (linear
+    interpolation, numpy's default) of its kernels' latencies while sharing (compute plus
+    stalls: `Result.kernels.sim_ns`). `faults_per_s`: its faults over its finish time.
+    `tlb_lookups`/`tlb_miss_ratio`: translated accesses and the share that missed (NaN
+    when translation is off: nothing is looked up). `walk_queue_ns_per_walk`: its walks'
+    mean wait for a walker (NaN without walks). Then its counts as in `Result.to_row`.
+    """
+    slow = [f / a if a > 0 else float("nan") for f, a in zip(finish, alone_ns)]
+    rows = [r.to_row() for r in shared]
+    lat = [float(np.percentile(r.kernels["sim_ns"].to_numpy(), 99)) if len(r.kernels)
+           else float("nan") for r in shared]
+    look = [tlb_lookups(t, slices) if translated else 0 for t in traces]
+    nan = float("nan")
+    return pd.DataFrame({
+        "tenant": range(len(shared)), "finish_ns": list(finish), "alone_ns": list(alone_ns),
+        "slowdown": slow, "p99_kernel_ns": lat,
+        "faults_per_s": [w["faults"] / (f * 1e-9) if f > 0 else nan
+                         for w, f in zip(rows, finish)],
+        "tlb_lookups": look,
+        "tlb_miss_ratio": [w["tlb_misses"] / n if n else nan for w, n in zip(rows, look)],
+        "walk_queue_ns_per_walk": [w["walk_queue_ns"] / w["page_walks"] if w["page_walks"]
+                                   else nan for w in rows],
+        **{k: [w[k] for w in rows] for k in (
+            "faults", "htod_bytes", "evicted_chunks", "tlb_misses", "page_walks",
+            "walk_queue_ns", "translation_ns", "driver_wait_ns")}})
+
+
+def system_metrics(slowdown: Sequence[float]) -> dict[str, float]:
+    """System throughput (STP: the sum of 1/slowdown, the number of tenants' worth of
+    progress), average normalised turnaround time (ANTT: the mean slowdown) and fairness
+    (the least slowdown over the greatest, 1 when every tenant is slowed alike)."""
+    s = np.asarray(slowdown, float)
+    if not s.size or not np.all(s > 0):
+        nan = float("nan")
+        return {"stp": nan, "antt": nan, "fairness": nan}
+    return {"stp": float(np.sum(1.0 / s)), "antt": float(np.mean(s)),
+            "fairness": float(s.min() / s.max())}
+
+
+def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple]:
+    """The walker component's context and state for n_t tenants on engine state S (its TLB
+    sliced among them if the component asks). Checked before compiled code indexes."""
+    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.xli[XL_SETS]), 1))
+    if not S.xli[XL_ON]:
+        return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
+    wk.check(ctx)
+    st = tuple(np.ascontiguousarray(a) for a in wk.init(ctx))
+    if wk.tlb_slices:
+        S.xli[XL_TLB_SLICES] = n_t
+    return ctx, st
 
 
 def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
-         seed: int, tr, engine: str) -> tuple[list[Result], list[float]]:
+         seed: int, tr, engine: str, wk: WalkerScheduler,
+         sc: TenantScheduler) -> tuple[list[Result], list[float], list[float]]:
     m = merge_traces(traces)
     T = m.arrays
     check_model_trace(mdl, T)
@@ -125,19 +212,23 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
                   features=feature_vector(mdl))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
+    wctx, wst = walker_state(wk, S, n_t)
+    sst = tuple(np.ascontiguousarray(a) for a in sc.init(SchedContext(n_t, cap, T)))
+    waited = np.zeros(n_t)
     if engine == "fast":
-        engine_for(pf, ev).replay_clocked(pst, est, S, engine_trace(T), batch, m.ten_ev,
-                                          ten_out, clock)
+        engine_for(pf, ev, wk, sc).replay_clocked(pst, est, wst, sst, S, engine_trace(T),
+                                                  batch, m.ten_ev, ten_out, clock, waited)
     else:
         from .reference.model import ReferenceModel
-        ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch).replay(m.ten_ev, ten_out,
-                                                                           clock)
+        ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
+                       walker_ctx=wctx, scheduler=sc, sched_state=sst).replay(
+                           m.ten_ev, ten_out, clock, waited)
     out = []
     for i, t in enumerate(traces):
         rows = np.r_[m.k_off[i]:m.k_off[i + 1], n_k + i]
         out.append(make_result(t, S.counts[rows], S.times[rows], cap,
                                {"tenant": i, "model": mdl.name, "engine": engine}))
-    return out, [float(c) for c in clock]
+    return out, [float(c) for c in clock], [float(w) for w in waited]
 
 
 def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
@@ -149,6 +240,7 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
                    prefetch_params: dict[str, float] | None = None,
                    evict_params: dict[str, float] | None = None, seed: int = 0,
                    translation: Any = None, engine: str = "fast",
+                   walkers: Any = "shared", scheduler: Any = "interleave",
                    **overrides: Any) -> MultiResult:
     """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
 
@@ -156,6 +248,12 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
     thrashing) as in `uvmsim.simulate`; remote mapping and hints are not modelled with
     tenants. `engine="reference"` computes the same with the SimPy reference model.
+
+    Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
+    `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
+    tenants): "shared" (default), "partitioned" or "dws"; it matters only with translation
+    on. `scheduler` decides when a tenant's kernel may start: "interleave" (default) or
+    "mfit". Each tenant's alone run uses the whole GPU: the defaults, one tenant.
     """
     ts = [_as_trace(t) for t in traces]
     if not ts:
@@ -173,22 +271,21 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     tr = get_translation(translation)
+    wk, sc = get_walkers(walkers), get_scheduler(scheduler)
     args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
-    shared, finish = _run(ts, *args)
+    shared, finish, waited = _run(ts, *args, wk, sc)
     alone, alone_ns = [], []
     for t in ts:
-        r, c = _run([t], *args)
+        r, c, _ = _run([t], *args, WALKERS["shared"], SCHEDULERS["interleave"])
         alone.append(r[0])
         alone_ns.append(c[0])
-    slow = [f / a if a > 0 else float("nan") for f, a in zip(finish, alone_ns)]
-    table = pd.DataFrame({
-        "tenant": range(len(ts)), "finish_ns": finish, "alone_ns": alone_ns,
-        "slowdown": slow,
-        **{k: [r.to_row()[k] for r in shared] for k in (
-            "faults", "htod_bytes", "evicted_chunks", "tlb_misses", "page_walks",
-            "walk_queue_ns", "translation_ns", "driver_wait_ns")}})
+    table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
+                         slices=bool(mdl.slices))
+    table["sched_wait_ns"] = waited
+    slow = [float(x) for x in table["slowdown"]]
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
-              "engine": engine}
-    return MultiResult(shared, alone, finish, alone_ns, slow, table, config)
+              "engine": engine, "walkers": wk.name, "scheduler": sc.name}
+    return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
+                       system_metrics(slow))

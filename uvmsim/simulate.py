@@ -129,11 +129,21 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     if run.translation is None:
         eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
     else:
-        # the clocked replay with one tenant: rows spread over kernels, walks queue
-        eng.replay_clocked(run.pst, run.est, S, engine_trace(T), run.fault_batch_size,
+        # the clocked replay with one tenant: rows spread over kernels, walks queue (the
+        # shared walkers; the interleave scheduler, whose state is empty)
+        eng.replay_clocked(run.pst, run.est, shared_walkers(S), (np.zeros(1, np.int64),), S,
+                           engine_trace(T), run.fault_batch_size,
                            np.array([0, T.ev_op.size], np.int64),
-                           np.array([trace.n_kernels], np.int64), np.zeros(1))
+                           np.array([trace.n_kernels], np.int64), np.zeros(1), np.zeros(1))
     return run.result(keep_state)
+
+
+def shared_walkers(S) -> tuple:
+    """State of the default `shared` walker component for one tenant on state S."""
+    from .components.walkers import WALKERS, WalkerContext
+    from .engine.state import XL_SETS
+    return WALKERS["shared"].init(WalkerContext(1, int(S.walk_free.size),
+                                                int(max(S.xli[XL_SETS], 1))))
 
 
 @dataclass

@@ -9,6 +9,8 @@
 #   EV_ON_HIT(est, S, T, chunk, blk, pos, tick)
 #   EV_ON_RELEASE(est, S, T, chunk, blk)
 #   EV_VICTIM(est, S, T, tick)                                -> writes S.victim
+#   WK_PICK(wst, S, ten, t)            -> the page-table walker that takes a walk
+#   SC_ADMIT(sst, S, T, ten, k, live)  -> may tenant ten start kernel k now
 # Step names match uvmsim.reference, which models the same steps in SimPy.
 # Semantics: docs/model.md and the spec's driver-model.md.
 
@@ -460,9 +462,8 @@ def tlb_shootdown(S, blk, lo, hi):
     """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
     sh = S.xli[XL_SHIFT]
     ways = S.xli[XL_WAYS]
-    nsets = S.xli[XL_SETS]
     for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
-        base = (tag % nsets) * ways
+        base = tlb_set_base(S, tag)
         for w in range(base, base + ways):
             if S.tlb_tag[w] == tag:
                 S.tlb_tag[w] = -1
@@ -470,13 +471,27 @@ def tlb_shootdown(S, blk, lo, hi):
 
 
 @_jit
-def translate(S, T, d, t, row):
-    """TLB lookup for dense page d at time t; a miss walks. Returns when the translation
-    is ready (t on a hit)."""
+def tlb_set_base(S, tag):
+    """First way of the TLB set that holds `tag`. With the TLB sliced among tenants
+    (S.xli[XL_TLB_SLICES] = their number) a tenant's tags map only into its own equal share
+    of the sets; the tenant is in the tag's high bits (b_vbase: tenant << 44)."""
+    nsets = S.xli[XL_SETS]
+    n = S.xli[XL_TLB_SLICES]
+    if n > 0:
+        per = nsets // n
+        ten = tag >> (44 - S.xli[XL_SHIFT])
+        return ((ten % n) * per + tag % per) * S.xli[XL_WAYS]
+    return (tag % nsets) * S.xli[XL_WAYS]
+
+
+@_jit
+def translate(wst, S, T, d, t, row):
+    """TLB lookup for dense page d at time t; a miss walks on the walker the walker
+    component picks. Returns when the translation is ready (t on a hit)."""
     blk = T.page_block[d]
     tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
     ways = S.xli[XL_WAYS]
-    base = (tag % S.xli[XL_SETS]) * ways
+    base = tlb_set_base(S, tag)
     S.xli[XL_TICK] += 1
     slot = -1
     for w in range(base, base + ways):
@@ -493,11 +508,9 @@ def translate(S, T, d, t, row):
             slot = w
     S.counts[row, C_TLB_MISSES] += 1
     S.counts[row, C_PAGE_WALKS] += 1
-    # FIFO over identical walkers: the walk takes the walker that frees first
-    wk = 0
-    for i in range(1, S.walk_free.size):
-        if S.walk_free[i] < S.walk_free[wk]:
-            wk = i
+    wk = WK_PICK(wst, S, S.b_vbase[blk] >> 44, t)
+    if wk < 0 or wk >= S.walk_free.size:
+        raise RuntimeError("walker component picked a walker that does not exist")
     start = max(t, S.walk_free[wk])
     done = start + S.xlf[XF_WALK_NS]
     S.walk_free[wk] = done
@@ -524,7 +537,7 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 
 
 @_jit
-def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
+def run_kernel_clocked(pst, est, wst, S, T, k, batch_size, t0):
     """run_kernel on a clock starting at t0; returns when the kernel ends.
 
     Rows issue evenly over the kernel's compute time (each slice pass over its share of
@@ -562,7 +575,7 @@ def run_kernel_clocked(pst, est, S, T, k, batch_size, t0):
             if ft:
                 t += S.fcfg[F_PEND_NS]
             if xl:
-                ready = translate(S, T, d, t, k)
+                ready = translate(wst, S, T, d, t, k)
                 if ready > last:
                     last = ready
             ps = S.pstate[d]
@@ -615,37 +628,63 @@ def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
 
 
 @_jit
-def replay_clocked(pst, est, S, T, batch_size, ten_ev, ten_out, clock):
+def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock, waited):
     """Replay tenants' events on one clock; one tenant is a plain clocked replay.
 
     Tenant i owns events ten_ev[i]..ten_ev[i+1]-1, collects what happens outside its
     kernels in row ten_out[i], and clock[i] is its time (updated in place). The tenant
-    whose clock is earliest (ties: lowest index) runs its next event whole.
+    whose clock is earliest (ties: lowest index) among those not waiting runs its next
+    event whole. A kernel the scheduler component does not admit waits: its tenant asks
+    again once another tenant's event ends, its clock moved to that end (the time is added
+    to waited[i] and to its outside row's stall). When every tenant with events left is
+    waiting, the earliest runs anyway.
     """
     n_t = ten_ev.size - 1
     cur = ten_ev[:n_t].copy()
     tick = ten_ev[:n_t].copy()
+    wait = np.zeros(n_t, np.uint8)
+    live = np.zeros(n_t, np.uint8)
     for i in range(n_t):
         tick[i] = 0
+        if cur[i] < ten_ev[i + 1]:
+            live[i] = 1
     while True:
         i = -1
         for j in range(n_t):
-            if cur[j] < ten_ev[j + 1] and (i < 0 or clock[j] < clock[i]):
+            if live[j] and not wait[j] and (i < 0 or clock[j] < clock[i]):
                 i = j
+        forced = i < 0
+        if forced:
+            for j in range(n_t):
+                if live[j] and (i < 0 or clock[j] < clock[i]):
+                    i = j
         if i < 0:
             break
         e = cur[i]
-        cur[i] += 1
         op = T.ev_op[e]
+        if op == OP_KERNEL and not forced and not SC_ADMIT(sst, S, T, i, T.ev_kernel[e],
+                                                            live):
+            wait[i] = 1
+            continue
+        cur[i] += 1
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            clock[i] = run_kernel_clocked(pst, est, S, T, k, batch_size, clock[i])
+            clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
         elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
               (op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
+        if cur[i] == ten_ev[i + 1]:
+            live[i] = 0
+        for j in range(n_t):
+            if wait[j]:
+                wait[j] = 0
+                if clock[i] > clock[j]:
+                    waited[j] += clock[i] - clock[j]
+                    S.times[ten_out[j], T_STALL] += clock[i] - clock[j]
+                    clock[j] = clock[i]
     return 0
 
 

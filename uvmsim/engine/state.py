@@ -107,6 +107,9 @@ _STATE_FIELDS = [
 # xli slots: on/off, TLB sets, ways, log2(page size / 4 KiB), walkers, LRU clock
 XL_ON, XL_SETS, XL_WAYS, XL_SHIFT, XL_WALKERS, XL_TICK = range(6)
 N_XLI = 8
+# xli slot: tenants the TLB's sets are sliced among (0: one TLB shared by all); set by
+# multi-tenant walker components with tlb_slices (uvmsim.components.walkers)
+XL_TLB_SLICES = 6
 # xlf slots: walk latency, time the (shared) driver and its copy engine become free
 XF_WALK_NS, XF_DRIVER_FREE = range(2)
 N_XLF = 4

@@ -35,8 +35,9 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
                             OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
-                            XL_SETS, XL_SHIFT, XL_TICK, XL_WAYS)
+                            XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
+from ..components.walkers import WALKERS, WalkerContext
 from ..policies.base import no_hit
 
 # event op codes (uvmsim.trace.format.OPS) and prefetch destinations
@@ -63,7 +64,9 @@ class FaultBuffer:
 class ReferenceModel:
     """One GPU shared by tenants: memory (S), driver + copy engine, walkers and a TLB."""
 
-    def __init__(self, S, T, pf, ev, pst, est, batch_size: int) -> None:
+    def __init__(self, S, T, pf, ev, pst, est, batch_size: int, walkers=None,
+                 walker_ctx: WalkerContext | None = None, scheduler=None,
+                 sched_state: tuple = ()) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
         self.PF_PREFETCH = pf.prefetch
@@ -76,6 +79,14 @@ class ReferenceModel:
         self.xl = bool(S.xli[XL_ON])
         self.thrashing = bool(S.fcfg[F_THRASH])
         self.walk_ns = float(S.xlf[XF_WALK_NS])
+        # the walker component's FIFO pools (one simpy.Resource each) and pool choice
+        self.wk = walkers if walkers is not None else WALKERS["shared"]
+        self.wctx = walker_ctx or WalkerContext(1, int(S.walk_free.size),
+                                                max(int(S.xli[XL_SETS]), 1))
+        self.pools = [list(p) for p in self.wk.pools(self.wctx)]
+        # the scheduler component's mirror: may a tenant start its next kernel now
+        self.admit = scheduler.admit_py if scheduler is not None else None
+        self.sched_state = sched_state
         # TLB slot -> id of the fill whose walk has not been granted a walker yet
         self._fill_id = {}
         self._next_fill = 0
@@ -348,15 +359,26 @@ class ReferenceModel:
     def tlb_shootdown(self, blk: int, lo: int, hi: int) -> None:
         """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
         S = self.S
-        sh, ways, nsets = int(S.xli[XL_SHIFT]), int(S.xli[XL_WAYS]), int(S.xli[XL_SETS])
+        sh, ways = int(S.xli[XL_SHIFT]), int(S.xli[XL_WAYS])
         vb = int(S.b_vbase[blk])
         for tag in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
-            base = (tag % nsets) * ways
+            base = self.tlb_set_base(tag)
             for w in range(base, base + ways):
                 if S.tlb_tag[w] == tag:
                     S.tlb_tag[w] = -1
                     self._fill_id.pop(w, None)
                     break
+
+    def tlb_set_base(self, tag: int) -> int:
+        """First way of the set holding `tag`; with the TLB sliced among n tenants, a set
+        of the tag's tenant's own share (sets // n of them)."""
+        S = self.S
+        nsets, n = int(S.xli[XL_SETS]), int(S.xli[XL_TLB_SLICES])
+        if n > 0:
+            per = nsets // n
+            ten = tag >> (44 - int(S.xli[XL_SHIFT]))
+            return ((ten % n) * per + tag % per) * int(S.xli[XL_WAYS])
+        return (tag % nsets) * int(S.xli[XL_WAYS])
 
     def translate(self, d: int, t: float, row: int, walks: list):
         """TLB lookup for dense page d at time t. A miss starts a walk process (appended to
@@ -365,7 +387,7 @@ class ReferenceModel:
         blk = int(T.page_block[d])
         tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.xli[XL_SHIFT])
         ways = int(S.xli[XL_WAYS])
-        base = (tag % int(S.xli[XL_SETS])) * ways
+        base = self.tlb_set_base(tag)
         S.xli[XL_TICK] += 1
         slot = -1
         for w in range(base, base + ways):
@@ -388,21 +410,34 @@ class ReferenceModel:
             fill = self._next_fill
             self._next_fill += 1
             self._fill_id[slot] = fill
-        walks.append(self.env.process(self.walk(t, row, slot, fill)))
+        # the walker component names the pool; the walk queues there (FIFO). A request
+        # granted at once takes its walker now, so the next miss at this instant sees it busy
+        p = self.wk.choose(self.wctx, S.walk_free, int(S.b_vbase[blk]) >> 44, t)
+        req = self.walkers[p].request()
+        now = req.triggered
+        if now:
+            self._grant(p, t, row, slot, fill)
+        walks.append(self.env.process(self.walk(p, req, now, t, row, slot, fill)))
 
-    def walk(self, t: float, row: int, slot: int, fill):
-        """One page-table walk: queue for a walker, hold it for walk_ns."""
-        S, env = self.S, self.env
-        with self.walkers.request() as req:
-            yield req
-            start = env.now
-            wf = S.walk_free
-            wf[int(np.argmin(wf))] = start + self.walk_ns   # the walker this walk holds
-            S.times[row, T_WALKQ] += start - t
-            if fill is not None and self._fill_id.get(slot) == fill:
-                del self._fill_id[slot]
-                S.tlb_ready[slot] = start + self.walk_ns
-            yield env.timeout(self.walk_ns)
+    def _grant(self, p: int, t: float, row: int, slot: int, fill) -> None:
+        """A walker of pool p takes the walk now: the one of the pool that freed first."""
+        S, start = self.S, self.env.now
+        wf = S.walk_free
+        w = min(self.pools[p], key=lambda i: (wf[i], i))
+        wf[w] = start + self.walk_ns                        # the walker this walk holds
+        S.times[row, T_WALKQ] += start - t
+        if fill is not None and self._fill_id.get(slot) == fill:
+            del self._fill_id[slot]
+            S.tlb_ready[slot] = start + self.walk_ns
+
+    def walk(self, p: int, req, granted: bool, t: float, row: int, slot: int, fill):
+        """One page-table walk: queue in pool p for a walker (unless `granted` at once),
+        hold it for walk_ns."""
+        with req:
+            if not granted:
+                yield req
+                self._grant(p, t, row, slot, fill)
+            yield self.env.timeout(self.walk_ns)
 
     # ---------------------------------------------------------------- processes
     def service(self, nb: int, k: int, tick: int, t: float):
@@ -553,7 +588,7 @@ class ReferenceModel:
         times earlier events (of any tenant) left them."""
         env = self.env = simpy.Environment(initial_time=t)
         self.driver = simpy.Resource(env, capacity=1)
-        self.walkers = simpy.Resource(env, capacity=max(1, int(self.S.walk_free.size)))
+        self.walkers = [simpy.Resource(env, capacity=len(p)) for p in self.pools]
 
         def busy_until(res, until):
             with res.request() as req:
@@ -563,9 +598,10 @@ class ReferenceModel:
         if self.S.xlf[XF_DRIVER_FREE] > t:
             env.process(busy_until(self.driver, float(self.S.xlf[XF_DRIVER_FREE])))
         if self.xl:
-            for wf in self.S.walk_free:
-                if wf > t:
-                    env.process(busy_until(self.walkers, float(wf)))
+            for p, pool in enumerate(self.pools):
+                for w in pool:
+                    if self.S.walk_free[w] > t:
+                        env.process(busy_until(self.walkers[p], float(self.S.walk_free[w])))
         return env
 
     def event(self, e: int, out_row: int, tick: int, t: float):
@@ -581,22 +617,40 @@ class ReferenceModel:
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
 
-    def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray) -> None:
+    def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray,
+               waited: np.ndarray | None = None) -> None:
         """Replay tenants' events (tenant i: events ten_ev[i]..ten_ev[i+1]-1, outside row
-        ten_out[i], time clock[i]): the earliest clock (ties: lowest index) goes next."""
-        T = self.T
+        ten_out[i], time clock[i]): the earliest clock (ties: lowest index) among tenants
+        not waiting goes next. A kernel the scheduler does not admit waits until another
+        tenant's event ends (its clock moves there; waited[i] adds the time); when every
+        tenant waits, the earliest goes anyway."""
+        T, S = self.T, self.S
         n_t = len(ten_ev) - 1
         cur = [int(x) for x in ten_ev[:n_t]]
         tick = [0] * n_t
+        waiting: set[int] = set()
         while True:
             live = [j for j in range(n_t) if cur[j] < ten_ev[j + 1]]
             if not live:
                 return
-            i = min(live, key=lambda j: (clock[j], j))
+            ready = [j for j in live if j not in waiting] or live
+            i = min(ready, key=lambda j: (clock[j], j))
             e = cur[i]
+            if (self.admit is not None and int(T.ev_op[e]) == OP_KERNEL and i not in waiting
+                    and not self.admit(self.sched_state, S, T, i, int(T.ev_kernel[e]),
+                                       np.array([j in live for j in range(n_t)], np.uint8))):
+                waiting.add(i)
+                continue
             cur[i] += 1
             env = self._open(float(clock[i]))
             proc = env.process(self.event(e, int(ten_out[i]), tick[i], float(clock[i])))
             clock[i] = env.run(until=proc)
             if T.ev_op[e] == OP_KERNEL:
                 tick[i] = int(T.k_row_start[int(T.ev_kernel[e]) + 1])
+            for j in sorted(waiting):
+                if clock[i] > clock[j]:
+                    if waited is not None:
+                        waited[j] += clock[i] - clock[j]
+                    S.times[int(ten_out[j]), T_STALL] += clock[i] - clock[j]
+                    clock[j] = clock[i]
+            waiting.clear()

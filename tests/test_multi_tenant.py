@@ -1,0 +1,343 @@
+"""Multi-tenant replay: per-tenant and system metrics, and the tenant-level components
+(page-table walkers, kernel scheduling) on tiny hand-made tenant mixes whose times are
+worked out by hand below."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import uvmsim
+from uvmsim.config import Translation, get_model
+from uvmsim.engine.timing import transfer_ns
+from uvmsim.multi import simulate_multi, system_metrics
+from uvmsim.trace.builder import TraceBuilder
+
+from strategies_uvm import programs
+from test_reference_diff import assert_same
+
+PAGE = 4096
+
+
+def copy_then_two_kernels():
+    """memcpy_htod of one page, then kernels of 1000 ns and 3000 ns that read it (and a host
+    page, which is never translated): no faults, so only the copy uses the driver."""
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    h = b.alloc(2 << 20, kind="host")
+    p = int(b.pages(a, 0, 1)[0])
+    b.memcpy_htod(b.base(a), PAGE)
+    b.kernel(reads=[p], duration_ns=1000)
+    b.kernel(reads=[p, int(b.pages(h, 0, 1)[0])], duration_ns=3000)
+    return b.build()
+
+
+def test_tenant_and_system_metrics_by_hand():
+    t = copy_then_two_kernels()
+    x = transfer_ns(get_model().hardware.vector(), PAGE)    # the copy holds the driver x ns
+    mr = simulate_multi([t, t], capacity_chunks=4, prefetch="none",
+                        translation=Translation(walkers=1))
+    # tenant 0 copies in [0, x]; tenant 1's copy waits for the driver, [x, 2x]; kernels do
+    # not share compute and their one walk (67.5 ns) hides under 1000 ns of compute
+    alone = x + 4000
+    assert mr.alone_ns == pytest.approx([alone, alone])
+    assert mr.finish_ns == pytest.approx([alone, 2 * x + 4000])
+    tab = mr.table
+    s1 = (2 * x + 4000) / alone
+    assert tab["slowdown"].tolist() == pytest.approx([1.0, s1])
+    # latencies 1000 and 3000: p99 = 1000 + 0.99 * 2000
+    assert tab["p99_kernel_ns"].tolist() == pytest.approx([2980.0, 2980.0])
+    assert tab["faults_per_s"].tolist() == [0.0, 0.0]
+    # two lookups each (the host page is not translated): the first walks, the second hits
+    # the entry that walk filled
+    assert tab["tlb_lookups"].tolist() == [2, 2]
+    assert tab["tlb_miss_ratio"].tolist() == [0.5, 0.5]
+    assert tab["walk_queue_ns_per_walk"].tolist() == [0.0, 0.0]
+    assert tab["driver_wait_ns"].tolist() == pytest.approx([0.0, x])
+    assert mr.system["stp"] == pytest.approx(1 + 1 / s1)
+    assert mr.system["antt"] == pytest.approx((1 + s1) / 2)
+    assert mr.system["fairness"] == pytest.approx(1 / s1)
+
+
+def test_faults_per_second_and_no_translation():
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    b.kernel(reads=[int(p) for p in b.pages(a, 0, 3)], duration_ns=5000)
+    t = b.build()
+    mr = simulate_multi([t], capacity_chunks=2, prefetch="none", fault_batch_size=256)
+    r = mr.tenants[0]
+    assert r.summary["faults"] == 3
+    assert mr.table["faults_per_s"][0] == pytest.approx(3 / (mr.finish_ns[0] * 1e-9))
+    # alone it is its own mix: slowdown 1, STP 1, fairness 1
+    assert mr.system == pytest.approx({"stp": 1.0, "antt": 1.0, "fairness": 1.0})
+    # nothing is looked up without translation
+    assert mr.table["tlb_lookups"][0] == 0 and math.isnan(mr.table["tlb_miss_ratio"][0])
+    assert math.isnan(mr.table["walk_queue_ns_per_walk"][0])
+
+
+def test_system_metrics_definitions():
+    m = system_metrics([1.0, 2.0, 4.0])
+    assert m["stp"] == pytest.approx(1 + 0.5 + 0.25)
+    assert m["antt"] == pytest.approx(7 / 3)
+    assert m["fairness"] == pytest.approx(0.25)
+    assert all(math.isnan(v) for v in system_metrics([1.0, float("nan")]).values())
+
+
+def test_lookups_count_each_slice_pass():
+    from uvmsim.multi import tlb_lookups
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    p = [int(x) for x in b.pages(a, 0, 3)]
+    # rows in slices {0}, {0,1}, {0,1,2} of a 3-slice kernel: 1 + 2 + 3 passes
+    b.kernel(rows=[(q, 1) for q in p], slices=[1, 3, 7], n_slices=3)
+    t = b.build()
+    assert tlb_lookups(t, slices=False) == 3
+    assert tlb_lookups(t, slices=True) == 6
+    mr = simulate_multi([t], capacity_chunks=2, slices=True, translation=True)
+    assert mr.table["tlb_lookups"][0] == 6
+    assert mr.table["tlb_miss_ratio"][0] == pytest.approx(
+        mr.tenants[0].extra["tlb_misses"] / 6)
+    assert np.isfinite(mr.table["p99_kernel_ns"][0])
+    assert uvmsim.simulate_multi is simulate_multi
+
+
+# ------------------------------------------------------------------ page-table walkers
+WALK = Translation(walkers=2, walk_ns=100.0)
+
+
+def burst(n_pages: int, duration_ns: float):
+    """One kernel reading n_pages distinct pages of one block (each misses and walks)."""
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    b.kernel(reads=[int(p) for p in b.pages(a, 0, n_pages)], duration_ns=duration_ns)
+    return b.build()
+
+
+def host_only():
+    """A kernel that only reads host memory: it never translates, so never walks."""
+    b = TraceBuilder()
+    h = b.alloc(2 << 20, kind="host")
+    b.kernel(reads=[int(b.pages(h, 0, 1)[0])], duration_ns=1000)
+    return b.build()
+
+
+@pytest.mark.parametrize("walkers,q0,q1", [
+    # tenant 0 issues 64 walks at t=0 (0 ns compute), then tenant 1 one walk at t=0.
+    # shared: two walkers serve tenant 0's burst in pairs, walk j waits (j // 2) * 100 ns;
+    # tenant 1's walk waits for the burst to drain: 32 * 100 ns
+    ("shared", 2 * 100 * sum(range(32)), 3200.0),
+    # partitioned: tenant 0 has walker 0 only (walk j waits j * 100 ns); tenant 1's own
+    # walker 1 is free: the burst cannot delay it
+    ("partitioned", 100 * sum(range(64)), 0.0),
+    # dws: walk 0 takes its own walker 0, walk 1 tenant 1's idle walker 1, walks 2..63
+    # queue for walker 0 (walk j waits (j - 1) * 100 ns); tenant 1's walk finds its walker
+    # busy with tenant 0's walk until 100 ns
+    ("dws", 100 * sum(range(1, 63)), 100.0),
+])
+def test_walker_components_on_a_burst(walkers, q0, q1):
+    mr = simulate_multi([burst(64, 0), burst(1, 0)], capacity_chunks=4, prefetch="none",
+                        translation=WALK, walkers=walkers)
+    assert mr.config["walkers"] == walkers
+    assert mr.table["page_walks"].tolist() == [64, 1]
+    assert mr.table["walk_queue_ns"].tolist() == pytest.approx([q0, q1])
+    ref = simulate_multi([burst(64, 0), burst(1, 0)], capacity_chunks=4, prefetch="none",
+                         translation=WALK, walkers=walkers, engine="reference")
+    assert ref.table["walk_queue_ns"].tolist() == pytest.approx([q0, q1])
+    # alone runs use the whole GPU whatever the component: same for every choice
+    assert mr.alone[0].extra["walk_queue_ns"] == pytest.approx(2 * 100 * sum(range(32)))
+
+
+def test_dws_lends_an_idle_tenants_walkers():
+    """Rows every 50 ns, walks of 100 ns: one walker cannot keep up, two can. Tenant 1
+    never walks, so with dws its idle walker serves every other walk of tenant 0."""
+    mix = [burst(64, 3200), host_only()]
+    q = {w: simulate_multi(mix, capacity_chunks=4, prefetch="none", translation=WALK,
+                           walkers=w).tenants[0].extra["walk_queue_ns"]
+         for w in ("partitioned", "dws", "shared")}
+    # partitioned: walk j issues at 50 j and starts at 100 j
+    assert q["partitioned"] == pytest.approx(50 * sum(range(64)))
+    assert q["dws"] == 0.0 and q["shared"] == 0.0
+
+
+def test_partitioned_slices_the_tlb():
+    """A direct-mapped TLB of 2 sets: tenant 0's two pages fall in different sets of the
+    whole TLB, but in the same (only) set of its half when the TLB is sliced."""
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    p = [int(x) for x in b.pages(a, 0, 2)]
+    b.memcpy_htod(b.base(a), 2 * PAGE)
+    b.kernel(reads=p)
+    b.kernel(reads=p)
+    mix = [b.build(), host_only()]
+    tr = Translation(tlb_entries=2, ways=1, walkers=2)
+    shared = simulate_multi(mix, capacity_chunks=4, translation=tr)
+    part = simulate_multi(mix, capacity_chunks=4, translation=tr, walkers="partitioned")
+    assert shared.table["tlb_misses"][0] == 2          # the second kernel hits both
+    assert part.table["tlb_misses"][0] == 4            # each page evicts the other
+    assert part.table["tlb_miss_ratio"][0] == 1.0
+
+
+def test_walker_component_errors():
+    t = burst(2, 0)
+    with pytest.raises(uvmsim.ConfigError, match="at least 3 walkers"):
+        simulate_multi([t, t, t], translation=WALK, walkers="partitioned")
+    with pytest.raises(uvmsim.ConfigError, match="TLB sets"):
+        simulate_multi([t, t, t], translation=Translation(tlb_entries=2, ways=1, walkers=4),
+                       walkers="partitioned")
+    with pytest.raises(uvmsim.ConfigError, match="unknown walker component"):
+        simulate_multi([t], translation=WALK, walkers="nope")
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=6), min_size=1, max_size=3),
+       kw=st.fixed_dictionaries({"capacity_chunks": st.integers(1, 4),
+                                 "fault_batch_size": st.sampled_from([1, 3, 256])}),
+       walkers=st.sampled_from(["shared", "partitioned", "dws"]),
+       sched=st.sampled_from(["interleave", "mfit"]),
+       tr=st.builds(lambda ways, sets, ps, n, walk: Translation(
+           tlb_entries=ways * sets, ways=ways, page_size=ps, walkers=n, walk_ns=walk),
+           st.integers(1, 4), st.integers(3, 8), st.sampled_from([4096, 65536]),
+           st.integers(3, 6), st.sampled_from([1.0, 67.52, 250.0, 5000.0])))
+def test_components_engine_equals_reference(progs, kw, walkers, sched, tr):
+    traces = [p.build() for p in progs]
+    # prefetch "none", as in the tests above: one compiled engine per component pair
+    a = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
+                       prefetch="none", **kw)
+    b = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
+                       prefetch="none", engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(a.table["sched_wait_ns"], b.table["sched_wait_ns"],
+                               rtol=1e-9, atol=1e-6)
+    # each tenant's clock is the time its own events took, waits included
+    for r, c in zip(a.tenants, a.finish_ns):
+        assert math.isclose(c, r.summary["sim_time_ns"], rel_tol=1e-9, abs_tol=1e-6)
+
+
+# ------------------------------------------------------------------ kernel scheduling
+def two_blocks_twice():
+    """Kernels reading page 0 of blocks 0 and 1, twice: a working set of 2 chunks."""
+    b = TraceBuilder()
+    a = b.alloc(4 << 20)
+    p = [int(b.pages(a, 0, 1)[0]), int(b.pages(a, 512, 513)[0])]
+    b.kernel(reads=p)
+    b.kernel(reads=p)
+    return b.build()
+
+
+def one_block():
+    b = TraceBuilder()
+    a = b.alloc(2 << 20)
+    b.kernel(reads=[int(b.pages(a, 0, 1)[0])])
+    return b.build()
+
+
+def test_mfit_holds_a_kernel_that_does_not_fit():
+    """Capacity 2 chunks. Tenant 0 holds both with its 2-block working set; tenant 1's
+    1-block kernel does not fit beside it. Interleaved, tenant 1 evicts one of tenant 0's
+    chunks between its two kernels and tenant 0 faults it back; with mfit tenant 1 waits
+    until tenant 0 has finished, then takes a chunk nobody will use again."""
+    mix = [two_blocks_twice(), one_block()]
+    kw = dict(capacity_chunks=2, prefetch="none")
+    inter = simulate_multi(mix, **kw)
+    mfit = simulate_multi(mix, scheduler="mfit", **kw)
+    assert mfit.config["scheduler"] == "mfit"
+    assert inter.table["faults"].tolist() == [3, 1]    # tenant 0 re-faults its block
+    assert mfit.table["faults"].tolist() == [2, 1]
+    assert inter.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+    # tenant 1 waited from 0 until tenant 0's last event ended
+    assert mfit.table["sched_wait_ns"].tolist() == [0.0, pytest.approx(mfit.finish_ns[0])]
+    assert mfit.finish_ns[0] == pytest.approx(mfit.alone_ns[0])   # tenant 0 ran as alone
+    r1 = mfit.tenants[1]
+    assert mfit.finish_ns[1] == pytest.approx(mfit.finish_ns[0] + r1.kernels["sim_ns"].sum())
+    assert r1.summary["sim_time_ns"] == pytest.approx(mfit.finish_ns[1])
+    ref = simulate_multi(mix, scheduler="mfit", engine="reference", **kw)
+    assert ref.table["faults"].tolist() == [2, 1]
+    assert ref.finish_ns == pytest.approx(mfit.finish_ns)
+
+
+def test_mfit_runs_a_kernel_that_fits_and_one_too_big_alone():
+    # capacity 3: 2 + 1 fit together, nobody waits, counts as interleaved
+    mix = [two_blocks_twice(), one_block()]
+    a = simulate_multi(mix, capacity_chunks=3, prefetch="none", scheduler="mfit")
+    b = simulate_multi(mix, capacity_chunks=3, prefetch="none")
+    assert a.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+    assert a.finish_ns == b.finish_ns
+    # capacity 1: tenant 0's 2-block kernel never fits; tenant 1's fits (tenant 0 holds
+    # nothing yet) and runs first; tenant 0 then runs anyway, as the only tenant left
+    c = simulate_multi(mix, capacity_chunks=1, prefetch="none", scheduler="mfit")
+    assert c.table["sched_wait_ns"].tolist() == [pytest.approx(c.finish_ns[1]), 0.0]
+    assert c.finish_ns[1] == pytest.approx(c.alone_ns[1])
+    # 2 blocks, 1 chunk: kernel 1 faults both (one batch: block 1 evicts block 0); kernel
+    # 2 reads block 1 resident and faults block 0 again
+    assert c.table["faults"].tolist() == [3, 1]
+
+
+def test_working_sets_count_distinct_device_blocks():
+    from uvmsim.components.sched.base import kernel_working_sets
+    b = TraceBuilder()
+    a = b.alloc(6 << 20)
+    h = b.alloc(2 << 20, kind="host")
+    pg = lambda i: int(b.pages(a, i, i + 1)[0])   # noqa: E731
+    b.kernel(reads=[pg(0), pg(1), pg(512), int(b.pages(h, 0, 1)[0])])
+    b.kernel(reads=[pg(1030)])
+    b.kernel(reads=[int(b.pages(h, 3, 4)[0])])
+    assert kernel_working_sets(b.build().arrays).tolist() == [2, 1, 0]
+
+
+def test_cli_multi(tmp_path):
+    from test_cli import cli
+    b = TraceBuilder()
+    a = b.alloc(4 << 20)
+    b.kernel(reads=[int(x) for x in b.pages(a, 0, 600, 7)], duration_ns=20_000)
+    b.write(tmp_path / "a.uvmtrace")
+    one_block_writer = TraceBuilder()
+    o = one_block_writer.alloc(2 << 20)
+    one_block_writer.kernel(reads=[int(x) for x in one_block_writer.pages(o, 0, 40)])
+    one_block_writer.write(tmp_path / "b.uvmtrace")
+    paths = [tmp_path / "a.uvmtrace", tmp_path / "b.uvmtrace"]
+    p = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none",
+            "--translation", "walkers=2", "--walkers", "dws", "--scheduler", "mfit", "--json",
+            check=True)
+    got = json.loads(p.stdout)
+    want = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
+                          prefetch="none", translation={"walkers": 2}, walkers="dws",
+                          scheduler="mfit")
+    assert [r["faults"] for r in got["tenants"]] == want.table["faults"].tolist()
+    assert [r["slowdown"] for r in got["tenants"]] == pytest.approx(want.slowdown)
+    assert got["system"] == pytest.approx(want.system)
+    human = cli("multi", *paths, "--translation", "--walkers", "partitioned", check=True)
+    assert "walkers=partitioned" in human.stdout and "STP=" in human.stdout
+    bad = cli("multi", *paths, "--walkers", "nope")
+    assert bad.returncode == 2 and "unknown walker component" in bad.stderr
+    listed = {(r["kind"], r["name"]) for r in json.loads(cli("policies", "--json",
+                                                              check=True).stdout)}
+    assert {("walkers", "shared"), ("walkers", "partitioned"), ("walkers", "dws"),
+            ("scheduler", "interleave"), ("scheduler", "mfit")} <= listed
+
+
+def test_custom_walker_component_from_the_docs():
+    """examples/custom_walkers.py (the file docs/policies.md shows): with 2 walkers,
+    tenant 0 has walker 0 to itself and tenant 1 walker 1."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples" / "custom_walkers.py"
+    spec = importlib.util.spec_from_file_location("custom_walkers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # 4 walks at t=0 on one walker: they wait 0, 100, 200 and 300 ns; the other tenant's
+    # single walk finds its own walker free
+    for engine in ("fast", "reference"):
+        mr = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",
+                            translation=WALK, walkers=mod.RESERVED, engine=engine)
+        assert mr.table["walk_queue_ns"].tolist() == pytest.approx([600.0, 0.0]), engine
+    shared = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",
+                            translation=WALK)
+    assert shared.table["walk_queue_ns"].tolist() == pytest.approx([200.0, 200.0])
+    from uvmsim.components.walkers import get_walkers
+    assert get_walkers("reserved0") is mod.RESERVED
