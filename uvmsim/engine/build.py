@@ -1,22 +1,36 @@
 """Compile one replay engine per (prefetch, eviction) pair, cached on disk.
 
 The engine source (replay_template.py) calls its hooks through module globals. For a pair
-of policies this writes a small module, named by a hash of the template and of every hook's
-source, that imports the hooks under the names the template uses, and imports it. Numba
-then compiles the hooks inline and caches the machine code beside that file, so a second
-process pays no compile time. Hooks that cannot be imported by name (defined in a notebook
-or a `__main__` script) are injected instead and that engine is not cached on disk.
+of policies this writes a small module that imports the hooks under the names the template
+uses, and imports it. Numba then compiles the hooks inline and caches the machine code
+beside that file, so a second process pays no compile time. Hooks that cannot be imported
+by name (defined in a notebook or a `__main__` script) are injected instead and that engine
+is not cached on disk.
+
+The module is named by a key over everything its machine code is built from: the Python
+and Numba versions, every file of the uvmsim.engine package, and every module the hooks
+come from together with the modules those import, transitively, inside uvmsim and inside
+the hooks' own top-level packages. Numba's own per-function cache checks only the file a
+function is defined in, so a cached hook calling a helper from another file would keep the
+helper's old code: every compiled function the hooks and the engine package reach gets the
+same key in its cache index (`source_key`), and a changed helper means a new compile.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
 import os
+import platform
 import sys
 import threading
 from pathlib import Path
 from types import ModuleType
+
+import numba
+from numba.core.caching import Cache
+from numba.core.dispatcher import Dispatcher
 
 from ..policies.base import EvictPolicy, PrefetchPolicy, no_hit
 
@@ -57,6 +71,141 @@ def _importable(fn) -> tuple[str, str] | None:
     return mod, name
 
 
+def _module_file(name: str) -> tuple[Path | None, bool]:
+    """(source file, is a package) of an importable module, (None, False) if none."""
+    m = sys.modules.get(name)
+    f = getattr(m, "__file__", None) if m is not None else None
+    if f is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):
+            return None, False
+        if spec is None or not spec.origin or not spec.has_location:
+            return None, False
+        f = spec.origin
+        is_pkg = spec.submodule_search_locations is not None
+    else:
+        is_pkg = hasattr(m, "__path__")
+    p = Path(f)
+    return (p, is_pkg) if p.suffix == ".py" and p.is_file() else (None, False)
+
+
+def _imported_names(name: str, path: Path, is_pkg: bool) -> set[str]:
+    """Absolute names of what a module's source imports (modules or module.attribute)."""
+    pkg = name if is_pkg else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = (importlib.util.resolve_name("." * node.level + (node.module or ""), pkg)
+                        if node.level else node.module)
+            except (ImportError, ValueError):
+                continue
+            if base:
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return out
+
+
+def module_closure(roots) -> dict[str, Path]:
+    """Source files of the modules `roots` and of everything they import, transitively,
+    within uvmsim and within the roots' own top-level packages."""
+    tops = {"uvmsim"} | {r.partition(".")[0] for r in roots}
+    files: dict[str, Path] = {}
+    todo = list(roots)
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name.partition(".")[0] not in tops:
+            continue
+        seen.add(name)
+        path, is_pkg = _module_file(name)
+        if path is None:
+            continue
+        files[name] = path
+        todo.extend(_imported_names(name, path, is_pkg))
+    return files
+
+
+def _engine_modules() -> list[str]:
+    pkg = __name__.rpartition(".")[0]
+    return sorted(f"{pkg}.{p.stem}" if p.stem != "__init__" else pkg
+                  for p in Path(__file__).parent.glob("*.py"))
+
+
+def source_key(modules) -> str:
+    """Hash of the Python and Numba versions and of the files of `modules`' closure."""
+    h = hashlib.sha256(f"{sys.version}|{platform.python_implementation()}|"
+                       f"numba {numba.__version__}".encode())
+    for name, path in sorted(module_closure(list(modules)).items()):
+        h.update(f"\0{name}\0".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _reachable_dispatchers(fns) -> list[Dispatcher]:
+    """Numba functions the given ones call, transitively, through their globals."""
+    out: dict[int, Dispatcher] = {}
+    todo = [f for f in fns if isinstance(f, Dispatcher)]
+    while todo:
+        d = todo.pop()
+        if id(d) in out:
+            continue
+        out[id(d)] = d
+        py = d.py_func
+        g = py.__globals__
+        names: set[str] = set()
+        codes = [py.__code__]
+        while codes:
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if inspect.iscode(k))
+        for n in names:
+            v = g.get(n)
+            if isinstance(v, Dispatcher):
+                todo.append(v)
+            elif isinstance(v, ModuleType):
+                todo.extend(a for a in (getattr(v, m, None) for m in names)
+                            if isinstance(a, Dispatcher))
+    return list(out.values())
+
+
+def key_function_caches(fns, key: str) -> None:
+    """Add `key` to the disk-cache index key of every cached Numba function `fns` reach,
+    so machine code cached under other sources of their helpers is never loaded."""
+    for d in _reachable_dispatchers(fns):
+        cache = getattr(d, "_cache", None)
+        if not isinstance(cache, Cache) or getattr(cache, "_uvmsim_key", None) == key:
+            continue
+        base = type(cache)._index_key
+
+        def keyed(sig, codegen, _c=cache, _base=base, _k=key):
+            return _base(_c, sig, codegen) + (_k,)
+        cache._index_key = keyed
+        cache._uvmsim_key = key
+
+
+def policy_key(pf: PrefetchPolicy, ev: EvictPolicy) -> tuple[str, dict]:
+    """The source key of a policy pair's engine, and its hooks by template name; keys the
+    disk caches of every compiled function reachable from the hooks and the engine."""
+    hooks = {}
+    for gname, attr, which in _HOOKS:
+        fn = getattr(pf if which == "pf" else ev, attr)
+        hooks[gname] = fn if fn is not None else no_hit
+    mods = set(_engine_modules())
+    for f in hooks.values():
+        mod = getattr(getattr(f, "py_func", f), "__module__", None)
+        if mod and mod != "__main__":
+            mods.add(mod)
+    key = source_key(mods)
+    engine_fns = [v for m in _engine_modules() if m in sys.modules
+                  for v in vars(sys.modules[m]).values() if isinstance(v, Dispatcher)]
+    key_function_caches(list(hooks.values()) + engine_fns, key)
+    return key, hooks
+
+
 def _source(fn) -> str:
     try:
         return inspect.getsource(getattr(fn, "py_func", fn))
@@ -66,14 +215,12 @@ def _source(fn) -> str:
 
 def engine_for(pf: PrefetchPolicy, ev: EvictPolicy) -> ModuleType:
     """The compiled engine module for a policy pair (built and imported once per process)."""
-    hooks = {}
-    for gname, attr, which in _HOOKS:
-        fn = getattr(pf if which == "pf" else ev, attr)
-        hooks[gname] = fn if fn is not None else no_hit
+    skey, hooks = policy_key(pf, ev)
     where = {g: _importable(f) for g, f in hooks.items()}
     cacheable = all(w is not None for w in where.values())
     template = _TEMPLATE.read_text()
     h = hashlib.sha1(template.encode())
+    h.update(skey.encode())
     for g, f in hooks.items():
         h.update(g.encode())
         h.update(repr(where[g]).encode())

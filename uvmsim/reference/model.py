@@ -36,6 +36,7 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_WAYS)
+from ..engine.build import policy_key
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..policies.base import no_hit
 
@@ -66,6 +67,8 @@ class ReferenceModel:
     def __init__(self, S, T, pf, ev, pst, est, batch_size: int) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
+        # the hooks run from Python here: key their disk caches as the engine's are
+        policy_key(pf, ev)
         self.PF_PREFETCH = pf.prefetch
         self.EV_ON_FILL = ev.on_fill
         self.EV_ON_HIT = None if ev.on_hit in (None, no_hit) else ev.on_hit
