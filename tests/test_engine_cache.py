@@ -79,10 +79,16 @@ def test_key_covers_policy_helper_modules(tmp_path, monkeypatch):
 
 
 def test_hook_helpers_get_the_key_in_their_disk_cache():
-    """Numba's per-function cache of a helper in another file is keyed by the engine's key."""
-    key, hooks = build.policy_key(get_prefetch("density"), get_evict("lru4k"))
+    """Numba's per-function disk cache of a hook is keyed by its module's closure, which
+    holds the helpers it calls from other files."""
+    _, hooks = build.policy_key(get_prefetch("density"), get_evict("lru4k"))
+    from uvmsim.engine import timing
     from uvmsim.policies.evict import lru2m
-    for fn in (hooks["EV_ON_FILL"], lru2m.push_recent, lru2m.unlink):
-        assert fn._cache._uvmsim_key == key
-        idx = fn._cache._index_key((), fn.targetctx.codegen())
-        assert idx[-1] == key
+    lru4k_key = build.source_key(["uvmsim.policies.evict.lru4k"])
+    assert hooks["EV_ON_FILL"]._cache._uvmsim_key == lru4k_key
+    assert lru2m.push_recent._cache._uvmsim_key == build.source_key(
+        ["uvmsim.policies.evict.lru2m"])
+    assert timing.transfer_ns._cache._uvmsim_key == build.source_key(
+        ["uvmsim.engine.timing"])
+    idx = hooks["EV_ON_FILL"]._cache._index_key((), hooks["EV_ON_FILL"].targetctx.codegen())
+    assert idx[-1] == lru4k_key
