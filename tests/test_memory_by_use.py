@@ -33,9 +33,11 @@ def _huge_trace(size: int):
     return b.build()
 
 
-# the loader's own arrays still number every reserved page (uvmsim/trace/io.py); the
-# engine's do not, which is what this file checks. 64 GiB keeps the load cheap in CI.
-SIZE = 64 << 30
+# The engine's arrays cover touched blocks only, which is what this file checks. The
+# loader's own arrays (uvmsim/trace/io.py) still number every reserved page, so loading
+# costs about 1 s per 8 GiB reserved: 8 GiB (4,096 blocks, 8 touched) keeps CI fast; make
+# it 1 TiB once the loader sizes its arrays by use too.
+SIZE = 8 << 30
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def test_only_touched_blocks_get_state(huge):
     C = compact(T)
     assert C.b_alloc.size == 8
     assert C.page_block.size == 8 * 512
-    # every row still names the same (allocation, virtual page)
+    # every row and range still names the same (allocation, virtual page)
     vp = lambda A, d: (A.b_first_vpage[A.page_block[d]]  # noqa: E731
                        + A.page_pos[d].astype(np.int64) - A.b_lo[A.page_block[d]])
     assert (vp(C, C.row_page) == vp(T, T.row_page)).all()
@@ -64,8 +66,11 @@ def test_only_touched_blocks_get_state(huge):
 @pytest.mark.parametrize("engine", ["fast", "reference"])
 def test_huge_allocation_replays_in_the_memory_of_its_touched_pages(huge, engine):
     sim = uvmsim.simulate if engine == "fast" else reference.simulate
+    kw = dict(capacity_chunks=64, prefetch="none", evict="lru2m", keep_state=True)
+    sim(huge, **kw)  # compiles the engine (or loads it from the cache)
+    huge._cache.clear()  # and time the engine's view of the trace being built again
     t0 = time.perf_counter()
-    r = sim(huge, capacity_chunks=64, prefetch="none", evict="lru2m", keep_state=True)
+    r = sim(huge, **kw)
     elapsed = time.perf_counter() - t0
     S = r.state
     assert S.pstate.size == 8 * 512
@@ -80,16 +85,19 @@ def test_huge_allocation_replays_in_the_memory_of_its_touched_pages(huge, engine
     assert r.summary["htod_bytes_memcpy"] == 16 * PAGE
     assert r.summary["evicted_chunks"] == 0
     if engine == "fast":
-        assert elapsed < 5.0
+        # the 16 M reserved pages are only range-checked: about 10 ms on a CI core
+        assert elapsed < 1.0
 
 
-def test_same_counts_as_a_small_twin():
+def test_same_counts_as_a_small_twin(huge):
     """The huge range replays exactly as a small one with the same touched window
     positions: compaction changes no count or time."""
     small = _huge_trace(8 << 20)
-    big = _huge_trace(SIZE)
     kw = dict(capacity_chunks=3, prefetch="density", evict="lru2m")
     a = uvmsim.simulate(small, **kw).kernels
-    b = uvmsim.simulate(big, **kw).kernels
-    cols = ["faults", "htod_bytes", "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict"]
+    b = uvmsim.simulate(huge, **kw).kernels
+    assert compact(small.arrays) is small.arrays  # every block of the twin is touched
+    cols = ["faults", "htod_bytes", "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",
+            "stall_ns"]
+    assert a["evicted_chunks"].sum() > 0
     assert (a[cols].to_numpy() == b[cols].to_numpy()).all()
