@@ -4,7 +4,7 @@ Run:  PYTHONPATH=. python examples/custom_policy.py
 CLI:  uvmsim replay T.uvmtrace --evict examples.custom_policy:MRU2M   (from the repo root)
 
 A policy is a few Numba functions with fixed signatures (uvmsim/policies/base.py,
-docs/policies.md) over the engine state S (read-only: S.pstate, S.chunk_block, S.b_nres, ...)
+docs/policies.md) over the engine state S (read-only: S.pstate, S.bres, S.chunk_block, ...)
 and the trace T (T.row_page, T.page_block, T.row_count, ...), plus an `init(ctx)` that returns
 the policy's own state as a tuple of NumPy arrays. The engine compiles the hooks inline, so a
 user policy runs at engine speed. Hooks defined in an importable module are compiled once and
@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 import uvmsim
+from uvmsim.engine.bits import first_set, set_range
 from uvmsim.policies import EvictPolicy, PolicyContext, PrefetchPolicy, no_hit
 from uvmsim.policies.base import register_evict, register_prefetch
 
@@ -63,11 +64,14 @@ def ahead_init(ctx: PolicyContext) -> tuple:
 
 @njit(cache=True)
 def ahead_prefetch(st, S, T, blk, lo, hi):
+    # S.fbits / S.pbits: the block's faulted / chosen positions, one bit each (8 x uint64);
+    # uvmsim.engine.bits has the helpers
     n = st[0][0]
-    for p in range(lo, hi + 1):
-        if S.fmask[p]:
-            for q in range(p + 1, min(hi, p + n) + 1):
-                S.pmask[q] = 1
+    p = first_set(S.fbits, 0, lo, hi)
+    while p >= 0:
+        if p < hi:
+            set_range(S.pbits, 0, p + 1, min(hi, p + n))
+        p = first_set(S.fbits, 0, p + 1, hi) if p < hi else -1
 
 
 AHEAD = register_prefetch(PrefetchPolicy(

@@ -6,6 +6,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 # HYPOTHESIS_PROFILE picks one: "ci" (default, seconds per suite), "dev", or "slow" (at
@@ -19,3 +20,21 @@ settings.register_profile("dev", max_examples=100, deadline=None,
 settings.register_profile("slow", max_examples=SLOW_EXAMPLES, deadline=None,
                           suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _engine_cache_dir(tmp_path_factory):
+    """Compiled engines go to a folder of this test session (shared by its xdist workers),
+    so a run never loads machine code cached from other sources. UVMSIM_TEST_CACHE_DIR
+    names a folder to keep between runs instead (local iteration only)."""
+    keep = os.environ.get("UVMSIM_TEST_CACHE_DIR")
+    if keep:
+        d = Path(keep)
+    else:
+        base = tmp_path_factory.getbasetemp()
+        # under xdist each worker has its own basetemp inside the session's
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            base = base.parent
+        d = base / "uvmsim-engines"
+    os.environ["UVMSIM_CACHE_DIR"] = str(d)
+    yield

@@ -5,6 +5,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 import uvmsim
+from uvmsim.engine.compact import engine_arrays
 from uvmsim.engine.state import RES
 
 from strategies import build, n_ops, programs, programs_v11
@@ -36,7 +37,8 @@ def _check_state(r):
 
 def _sim(trace, **kw):
     r = uvmsim.simulate(trace, keep_state=True, **kw)
-    r._trace_arrays = trace.arrays
+    # the state covers the blocks the trace touches: index it with the engine's arrays
+    r._trace_arrays = engine_arrays(trace)
     return r
 
 

@@ -19,6 +19,7 @@ from uvmsim.engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, CAUSE_API,
 from uvmsim.config import get_hardware
 from uvmsim.policies import EVICT, get_evict, get_prefetch
 from uvmsim.policies.base import PolicyContext, empty_state
+from uvmsim.engine.bits import to_positions
 from uvmsim.simulate import block_service_rank, block_vbase
 from uvmsim.trace.builder import TraceBuilder
 
@@ -54,7 +55,7 @@ class EvictionMachine(RuleBasedStateMachine):
         ctx = PolicyContext(cap, NB, n_pages, T, {k: float(v) for k, v in self.ev.params.items()}, 0)
         self.est = (self.ev.init or empty_state)(ctx)
         self.pst = (pf.init or empty_state)(PolicyContext(cap, NB, n_pages, T, {}, 0))
-        self.S = new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE),
+        self.S = new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE, T),
                            get_hardware(None).vector(), b_vbase=block_vbase(T))
         self.T = engine_trace(T)
         self.tick = 0
@@ -120,8 +121,8 @@ class EvictionMachine(RuleBasedStateMachine):
                                  CAUSE_API]))
     def make_resident(self, blk, a, b, cause):
         lo, hi = self._clip(blk, a, b)
-        self._fill(blk, lo, hi, lambda: self.eng.make_resident(
-            self.est, self.S, self.T, blk, lo, hi, False, cause, cause, 1, self.tick))
+        self._fill(blk, lo, hi, lambda: self.eng.make_range_resident(
+            self.est, self.S, self.T, blk, lo, hi, cause, 1, self.tick))
         pages = self._pages(blk, lo, hi)
         assert (self.S.pstate[pages] & RES).all(), "a filled page is not resident"
         self.populated[pages] = True
@@ -216,6 +217,15 @@ class EvictionMachine(RuleBasedStateMachine):
         assert (S.b_nres == nres).all()
         assert ((S.b_chunk >= 0) == (nres > 0)).all(), "a chunk held by an empty block"
         assert not res[np.isin(T.page_block, [k for k in range(NB) if k not in MANAGED_BLOCKS])].any()
+
+    @invariant()
+    def resident_bits_mirror_pstate(self):
+        # S.bres (a bit per window position) and the RES bits of pstate agree everywhere
+        S = self.S
+        for blk in range(NB):
+            lo, hi = int(T.b_lo[blk]), int(T.b_hi[blk])
+            res = np.flatnonzero(S.pstate[self._pages(blk, lo, hi)] & RES) + lo
+            assert to_positions(S.bres[blk * 8:(blk + 1) * 8]).tolist() == res.tolist()
 
     @invariant()
     def nothing_lost(self):

@@ -28,6 +28,7 @@ from .config import Hardware, Model, capacity_chunks as _capacity, get_model, ge
 from .engine.build import engine_for
 from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
 from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
+from .engine.compact import engine_arrays
 from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
@@ -52,13 +53,13 @@ class Merged:
 
 
 def merge_traces(traces: Sequence[Trace]) -> Merged:
-    """Concatenate tenants' TraceArrays, shifting allocation, page, block, kernel, row and
+    """Concatenate tenants' engine arrays (uvmsim.engine.compact), shifting allocation, page, block, kernel, row and
     segment indices so the engine replays them as one address space of disjoint tenants."""
     parts: dict[str, list[np.ndarray]] = {f: [] for f in TraceArrays._fields}
     off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
     ten_ev, k_off, ranks, vbases = [0], [0], [], []
     for i, tr in enumerate(traces):
-        T = tr.arrays
+        T = engine_arrays(tr)
         sh = {"a_page_off": off["p"], "a_block_off": off["b"], "page_block": off["b"],
               "b_alloc": off["a"], "b_page0": off["p"], "seg_alloc": off["a"],
               "seg_first": off["p"], "seg_last": off["p"], "row_page": off["p"]}
@@ -74,7 +75,7 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
             elif f == "k_row_start":
                 x = (x[:-1] + off["r"]).astype(x.dtype)
             parts[f].append(x)
-        ranks.append(block_service_rank(tr) + off["b"])
+        ranks.append(block_service_rank(tr, T) + off["b"])
         vbases.append(block_vbase(T, i))
         off["a"] += T.a_host.size
         off["p"] += T.page_block.size
@@ -87,7 +88,7 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
         k_off.append(off["k"])
     if any(p.size for p in parts["row_slices"]):
         # some tenants have slices: a tenant without them has every row in slice 0
-        parts["row_slices"] = [p if p.size else np.ones(tr.arrays.row_page.size, np.uint64)
+        parts["row_slices"] = [p if p.size else np.ones(tr.n_accesses, np.uint64)
                                for p, tr in zip(parts["row_slices"], traces)]
     parts["ev_seg_start"].append(np.array([off["s"]], traces[0].arrays.ev_seg_start.dtype))
     parts["k_row_start"].append(np.array([off["r"]], traces[0].arrays.k_row_start.dtype))

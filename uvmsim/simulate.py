@@ -11,6 +11,7 @@ import numpy as np
 from .config import (AC_THRESHOLD_DEFAULTS, THRASHING_DEFAULTS, Hardware, Model,  # noqa: F401
                      capacity_chunks as _capacity, get_model, get_translation)
 from .engine.build import engine_for
+from .engine.compact import engine_arrays
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
@@ -19,9 +20,11 @@ from .results import Result, make_result
 from .trace import Trace, load_trace
 
 
-def block_service_rank(trace: Trace) -> np.ndarray:
-    """Service order of VA blocks: by first page, ties by lower allocation base."""
-    T = trace.arrays
+def block_service_rank(trace: Trace, T=None) -> np.ndarray:
+    """Service order of VA blocks (of `T`, default the engine's arrays of `trace`): by first
+    page, ties by lower allocation base."""
+    if T is None:
+        T = engine_arrays(trace)
     base = trace.allocations["base"].to_numpy(np.uint64)[T.b_alloc]
     order = np.lexsort((base, T.b_first_vpage))
     rank = np.empty(order.size, np.int64)
@@ -124,7 +127,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     m = run.model
     if run.translation is not None and (m.remote is not None or m.advise):
         raise ConfigError("remote/advise are not yet modelled with translation on")
-    trace, T, S = run.trace, run.trace.arrays, run.state
+    trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.translation is None:
         eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
@@ -154,6 +157,7 @@ class Prepared:
     """
 
     trace: Trace
+    arrays: Any           # the arrays the replay runs on (uvmsim.engine.compact)
     pf: Any
     ev: Any
     pst: tuple
@@ -173,6 +177,14 @@ class Prepared:
         if keep_state:
             r.state = S
         return r
+
+
+def chunk_pool(T, capacity: int) -> int:
+    """Chunks the engine allocates: the capacity, but no more than the blocks of non-host
+    allocations, as more could never be in use at once (a capacity sized by a huge reserved
+    range then costs nothing); at least 1."""
+    managed = int(np.count_nonzero(~T.a_host[T.b_alloc])) if T.b_alloc.size else 0
+    return max(1, min(int(capacity), managed))
 
 
 def check_model_trace(model: Model, T) -> None:
@@ -206,19 +218,21 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     fault_batch_size = m.fault_batch_size
     cap = _capacity(trace.peak_blocks, oversub=oversub, capacity_bytes=capacity_bytes,
                     capacity_chunks=capacity_chunks)
-    T = trace.arrays
+    # only the blocks the trace touches get engine state (uvmsim.engine.compact)
+    T = engine_arrays(trace)
     check_model_trace(m, T)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     n_pages = int(T.page_block.size)
     n_blocks = int(T.b_alloc.size)
-    pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
-    est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
+    pool = chunk_pool(T, cap)
+    pst = (pf.init or empty_state)(PolicyContext(pool, n_blocks, n_pages, T, pf_params, seed))
+    est = (ev.init or empty_state)(PolicyContext(pool, n_blocks, n_pages, T, ev_params, seed))
     tr = get_translation(translation)
     fv = feature_vector(m)
-    S = new_state(n_pages, n_blocks, cap, trace.n_kernels, fault_batch_size,
-                  block_service_rank(trace), hw.vector(), translation=tr,
-                  b_vbase=block_vbase(T), features=fv)
+    S = new_state(n_pages, n_blocks, pool, trace.n_kernels, fault_batch_size,
+                  block_service_rank(trace, T), hw.vector(), translation=tr,
+                  b_vbase=block_vbase(T), features=fv, capacity=cap)
     config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
               "prefetch_params": pf_params, "evict_params": ev_params, "hardware": hw.name,
               "fault_batch_size": fault_batch_size, "oversub": oversub,
@@ -228,4 +242,4 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "slices": m.slices, "host_access": m.host_access,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
-    return Prepared(trace, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config)
+    return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config)

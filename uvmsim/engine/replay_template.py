@@ -4,7 +4,7 @@
 # hooks and `_jit`, writes the result to the engine cache and imports that, so every
 # (prefetch, eviction) pair gets its own compiled and disk-cached engine in which the hooks
 # are direct calls LLVM can inline. The engine names no policy: it only calls
-#   PF_PREFETCH(pst, S, T, blk, lo, hi)                       -> writes S.pmask
+#   PF_PREFETCH(pst, S, T, blk, lo, hi)                       -> writes S.pbits
 #   EV_ON_FILL(est, S, T, chunk, blk, first, last, n_new, tick)
 #   EV_ON_HIT(est, S, T, chunk, blk, pos, tick)
 #   EV_ON_RELEASE(est, S, T, chunk, blk)
@@ -20,11 +20,17 @@ ARG_GPU, ARG_CPU = 1, 2
 
 @_jit
 def evict_one(est, S, T, out_row, tick):
-    """Ask the policy for a victim and copy its resident pages back (no dirty bits)."""
+    """Ask the policy for a victim and copy its resident pages back (no dirty bits).
+
+    Walks only the resident positions of the victim range (set bits of S.bres); each
+    maximal run of adjacent resident positions is one copy, as in a walk over every
+    position (a read duplicate ends a run: it is dropped, not copied)."""
     EV_VICTIM(est, S, T, tick)
     c = S.victim[0]
+    if c < 0 or c >= S.chunk_block.size:
+        raise RuntimeError("eviction policy named a chunk that does not exist")
     blk = S.chunk_block[c]
-    if c < 0 or blk < 0:
+    if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
     lo = T.b_lo[blk]
     p0 = T.b_page0[blk] - lo
@@ -35,26 +41,56 @@ def evict_one(est, S, T, out_row, tick):
     n = 0
     ndup = 0
     run = 0
-    nres = S.b_nres[blk]
-    for pos in range(first, last + 1):
-        if n + ndup == nres:
-            break  # every resident page of the block is found: the rest is empty
-        d = p0 + pos
-        ps = S.pstate[d]
-        if ps & RES and not (ps & DUP):
-            S.pstate[d] = ps & ~RES
-            n += 1
-            run += 1
-        else:
-            if ps & RES:
-                # a read duplicate (read-mostly hint): the CPU copy is current, drop it
-                S.pstate[d] = ps & ~(RES | DUP)
-                ndup += 1
-            if run:
-                S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
-                run = 0
+    run_end = -2
+    off = blk * 8
+    # read duplicates exist only with the advise option; without them every resident page
+    # is copied, so each run of adjacent set bits is cleared in one tight loop
+    runs_only = S.fcfg[F_ADVISE] == 0.0
+    if first <= last:
+        for w in range(first >> 6, (last >> 6) + 1):
+            wm = word_mask(w, first, last)
+            m = S.bres[off + w] & wm
+            S.bres[off + w] &= ~wm
+            while runs_only and m:
+                r = ctz(m)
+                x = m >> r
+                if x == ~np.uint64(0):
+                    ln = 64
+                    m = np.uint64(0)
+                else:
+                    ln = np.int64(ctz(~x))
+                    m &= ~(((np.uint64(1) << np.uint64(ln)) - np.uint64(1)) << r)
+                pos = (w << 6) + np.int64(r)
+                if run and run_end != pos - 1:
+                    S.tacc[0] += S.xfer[1, run]
+                    run = 0
+                for d in range(p0 + pos, p0 + pos + ln):
+                    S.pstate[d] &= ~RES
+                n += ln
+                run += ln
+                run_end = pos + ln - 1
+            while m:
+                pos = (w << 6) + np.int64(ctz(m))
+                m &= m - np.uint64(1)
+                d = p0 + pos
+                ps = S.pstate[d]
+                if run and run_end != pos - 1:
+                    S.tacc[0] += S.xfer[1, run]
+                    run = 0
+                if ps & DUP:
+                    # a read duplicate (read-mostly hint): the CPU copy is current, drop it
+                    S.pstate[d] = ps & ~(RES | DUP)
+                    ndup += 1
+                    if run:
+                        S.tacc[0] += S.xfer[1, run]
+                        run = 0
+                else:
+                    S.pstate[d] = ps & ~RES
+                    n += 1
+                    run += 1
+                    run_end = pos
     if run:
-        S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
+        S.tacc[0] += S.xfer[1, run]
     if n + ndup == 0:
         raise RuntimeError("eviction policy named a range with no resident page")
     S.counts[out_row, C_DTOH_EVICT] += n * 4096
@@ -94,93 +130,123 @@ def ensure_chunk(est, S, T, blk, out_row, tick):
 
 
 @_jit
-def make_resident(est, S, T, blk, first, last, use_masks, cause_f, cause_p, out_row, tick):
-    """Steps 1-3 for positions first..last of a block.
+def make_resident(est, S, T, blk, use_masks, cause_f, cause_p, out_row, tick):
+    """Steps 1-3 for the positions set in S.wbits that are not resident yet.
 
-    With use_masks, positions with S.fmask get cause_f and those with only S.pmask get
-    cause_p; otherwise every position gets cause_f.
-    """
+    With use_masks, positions in S.fbits get cause_f and the others cause_p; otherwise
+    every position gets cause_f. Walks only those positions (set bits); each maximal run of
+    adjacent positions copied over the link is one transfer, in position order, exactly as
+    a walk over every position of the block would add them up."""
     c = ensure_chunk(est, S, T, blk, out_row, tick)
     p0 = T.b_page0[blk] - T.b_lo[blk]
+    off = blk * 8
     run = 0
+    run_end = -2
     n_new = 0
+    n_zero = 0
+    n_xfer_f = 0
+    n_xfer_p = 0
     new_first = -1
     new_last = -1
-    for pos in range(first, last + 1):
-        if use_masks:
-            if S.fmask[pos]:
-                cause = cause_f
-            elif S.pmask[pos]:
-                cause = cause_p
-            else:
-                if run:
-                    S.tacc[0] += transfer_ns(S.hw, run * 4096)
-                    run = 0
-                continue
-        else:
-            cause = cause_f
-        d = p0 + pos
-        ps = S.pstate[d]
-        if ps & RES:
-            if run:
-                S.tacc[0] += transfer_ns(S.hw, run * 4096)
-                run = 0
+    for w in range(8):
+        m = S.wbits[w] & ~S.bres[off + w]
+        if not m:
             continue
-        if cause == CAUSE_MEMSET or (cause != CAUSE_MEMCPY and not (ps & POP)):
-            S.counts[out_row, C_ZERO_FILL] += 1
-            S.tacc[0] += S.hw[HW_ZERO_NS]
-            if run:
-                S.tacc[0] += transfer_ns(S.hw, run * 4096)
+        S.bres[off + w] |= m
+        fw = S.fbits[w] if use_masks else ~np.uint64(0)
+        while m:
+            b = ctz(m)
+            pos = (w << 6) + np.int64(b)
+            m &= m - np.uint64(1)
+            cause = cause_f if (fw >> b) & np.uint64(1) else cause_p
+            d = p0 + pos
+            ps = S.pstate[d]
+            if run and run_end != pos - 1:
+                S.tacc[0] += S.xfer[0, run]
                 run = 0
-        else:
-            S.counts[out_row, CAUSE_HTOD_COL[cause]] += 4096
-            run += 1
-        S.pstate[d] = ps | RES | POP
-        n_new += 1
-        if new_first < 0:
-            new_first = pos
-        new_last = pos
+            if cause == CAUSE_MEMSET or (cause != CAUSE_MEMCPY and not (ps & POP)):
+                n_zero += 1
+                S.tacc[0] += S.hw[HW_ZERO_NS]
+                if run:
+                    S.tacc[0] += S.xfer[0, run]
+                    run = 0
+            else:
+                if cause == cause_f:
+                    n_xfer_f += 1
+                else:
+                    n_xfer_p += 1
+                run += 1
+                run_end = pos
+            S.pstate[d] = ps | RES | POP
+            n_new += 1
+            if new_first < 0:
+                new_first = pos
+            new_last = pos
     if run:
-        S.tacc[0] += transfer_ns(S.hw, run * 4096)
+        S.tacc[0] += S.xfer[0, run]
+    S.counts[out_row, C_ZERO_FILL] += n_zero
+    if n_xfer_f:
+        S.counts[out_row, CAUSE_HTOD_COL[cause_f]] += n_xfer_f * 4096
+    if n_xfer_p:
+        S.counts[out_row, CAUSE_HTOD_COL[cause_p]] += n_xfer_p * 4096
     S.b_nres[blk] += n_new
     EV_ON_FILL(est, S, T, c, blk, new_first, new_last, n_new, tick)
 
 
 @_jit
+def make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick):
+    """make_resident for every position lo..hi of a block with one cause (range events)."""
+    for w in range(8):
+        S.wbits[w] = word_mask(w, lo, hi)
+    make_resident(est, S, T, blk, False, cause, cause, out_row, tick)
+
+
+@_jit
+def sort_keys(keys):
+    """Sort the batch's keys; a batch from a sequential scan arrives sorted already."""
+    for i in range(1, keys.size):
+        if keys[i] < keys[i - 1]:
+            keys.sort()
+            return
+
+
+@_jit
 def service_batch(pst, est, S, T, nb, out_row, tick):
-    """Service the open fault batch: blocks in order, prefetch, make resident."""
+    """Service the open fault batch: blocks in order, prefetch, make resident.
+
+    Per block: its faulted positions become S.fbits, its resident ones S.rbits (8 words
+    copied from S.bres), the policy writes S.pbits; the work is the batch's pages, the
+    pages moved and a few word operations per block."""
     keys = S.batch_key[:nb]
     S.scal[S_NBATCH] = nb
     for i in range(nb):
         d = S.batch_page[i]
         S.pstate[d] &= ~INB
         keys[i] = S.b_rank[T.page_block[d]] * 512 + T.page_pos[d]
-    keys.sort()
+    sort_keys(keys)
     i = 0
     while i < nb:
-        blk = S.rank_block[keys[i] >> 9]
+        rk = keys[i] >> 9
+        blk = S.rank_block[rk]
         lo = T.b_lo[blk]
         hi = T.b_hi[blk]
+        off = blk * 8
+        for w in range(8):
+            S.fbits[w] = 0
+            S.pbits[w] = 0
+            S.rbits[w] = S.bres[off + w]
         j = i
-        while j < nb and (keys[j] >> 9) == (keys[i] >> 9):
-            S.fmask[keys[j] & 511] = 1
+        while j < nb and (keys[j] >> 9) == rk:
+            set_bit(S.fbits, 0, keys[j] & 511)
             j += 1
-        p0 = T.b_page0[blk] - lo
-        for pos in range(lo, hi + 1):
-            S.rmask[pos] = 1 if S.pstate[p0 + pos] & RES else 0
-            S.pmask[pos] = 0
         PF_PREFETCH(pst, S, T, blk, lo, hi)
         if S.fcfg[F_ON] != 0:
             ft_prefetch(S, T, blk, lo, hi)
-        # only the span of faulted and prefetched positions can change: on scattered
-        # faults this keeps the work per block near the pages moved, not 512
-        first = keys[i] & 511
-        last = keys[j - 1] & 511
-        first, last = pmask_span(S, lo, hi, first, last)
-        make_resident(est, S, T, blk, first, last, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row,
-                      tick)
-        for q in range(i, j):
-            S.fmask[keys[q] & 511] = 0
+        # positions outside lo..hi are not pages of this block: a policy's bits there
+        # are ignored, as are faulted or resident ones
+        for w in range(8):
+            S.wbits[w] = (S.fbits[w] | S.pbits[w]) & word_mask(w, lo, hi)
+        make_resident(est, S, T, blk, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
         i = j
     S.counts[out_row, C_BATCHES] += 1
     S.scal[S_NBATCH] = 0
@@ -198,29 +264,6 @@ def add_fault(S, T, k, r, d, ps, nb):
     else:
         S.counts[k, C_FAULTS_READ] += 1
     return nb + 1
-
-
-@_jit
-def pmask_span(S, lo, hi, first, last):
-    """Widen first..last to every position lo..hi set in S.pmask (8 positions a word)."""
-    w = S.pmask.view(np.uint64)
-    for k in range(lo >> 3, (hi >> 3) + 1):
-        if w[k]:
-            p = max(k << 3, lo)
-            if p < first:
-                while not S.pmask[p]:
-                    p += 1
-                first = min(first, p)
-            break
-    for k in range(hi >> 3, (lo >> 3) - 1, -1):
-        if w[k]:
-            p = min((k << 3) + 7, hi)
-            if p > last:
-                while not S.pmask[p]:
-                    p -= 1
-                last = max(last, p)
-            break
-    return first, last
 
 
 @_jit
@@ -339,7 +382,7 @@ def range_event(pst, est, S, T, e, out_row, tick):
                 cause = CAUSE_MEMCPY
             elif op == OP_MEMSET:
                 cause = CAUSE_MEMSET
-            make_resident(est, S, T, blk, lo, hi, False, cause, cause, out_row, tick)
+            make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick)
     S.times[out_row, T_TRANSFER] += S.tacc[0]
     S.times[out_row, T_STALL] += S.tacc[0]
 
@@ -352,19 +395,27 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, col):
     if S.b_chunk[blk] < 0:
         return 0
     p0 = T.b_page0[blk] - T.b_lo[blk]
+    off = blk * 8
     n = 0
     run = 0
-    for pos in range(lo, hi + 1):
-        d = p0 + pos
-        if S.pstate[d] & RES:
+    run_end = -2
+    for w in range(lo >> 6, (hi >> 6) + 1):
+        wm = word_mask(w, lo, hi)
+        m = S.bres[off + w] & wm
+        S.bres[off + w] &= ~wm
+        while m:
+            pos = (w << 6) + np.int64(ctz(m))
+            m &= m - np.uint64(1)
+            if run and run_end != pos - 1:
+                S.tacc[0] += S.xfer[1, run]
+                run = 0
+            d = p0 + pos
             S.pstate[d] &= ~(RES | DUP)
             n += 1
             run += 1
-        elif run:
-            S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
-            run = 0
+            run_end = pos
     if run:
-        S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
+        S.tacc[0] += S.xfer[1, run]
     S.counts[out_row, col] += n * 4096
     if n and S.xli[XL_ON]:
         tlb_shootdown(S, blk, lo, hi)
@@ -418,6 +469,8 @@ def free_alloc(est, S, T, a):
     b0 = T.a_block_off[a]
     for blk in range(b0, b0 + T.a_nblocks[a]):
         S.b_nres[blk] = 0
+        for w in range(8):
+            S.bres[blk * 8 + w] = 0
         if S.b_chunk[blk] >= 0:
             if S.xli[XL_ON]:
                 tlb_shootdown(S, blk, T.b_lo[blk], T.b_hi[blk])
@@ -733,13 +786,15 @@ def ft_counter_uvmsmart(S, T, k, r, d):
     """UVMSmart's adaptive delayed migration, per 64 KiB leaf; True when it migrates."""
     g = T.page_block[d] * 32 + (T.page_pos[d] >> 4)
     S.ac_count[g] += T.row_count[r]
-    if S.scal[S_NFREE] == 0:
+    # chunks in use against the GPU's capacity (the pool may hold fewer: S_CAP)
+    used = S.free_stack.size - S.scal[S_NFREE]
+    cap = S.scal[S_CAP]
+    if used >= cap:
         S.fcfg[F_OVERSUB] = 1.0  # sticky, as UVMSmart's over_sub
     if S.fcfg[F_OVERSUB] != 0.0:
         thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
     else:
-        cap = S.free_stack.size
-        thr = 1.0 + S.fcfg[F_AC_THRESH] * (cap - S.scal[S_NFREE]) / cap
+        thr = 1.0 + S.fcfg[F_AC_THRESH] * used / cap
     if S.ac_count[g] >= thr:
         S.counts[k, C_COUNTER_MIG] += 1
         return True
@@ -865,19 +920,19 @@ def ft_prefetch(S, T, blk, lo, hi):
         pref = False
         nowhere = True
         for pos in range(lo, hi + 1):
-            if S.fmask[pos] and S.pg_adv[p0 + pos] & ADV_PREF_GPU:
+            if test(S.fbits, 0, pos) and S.pg_adv[p0 + pos] & ADV_PREF_GPU:
                 pref = True
             if S.pstate[p0 + pos] & (POP | RES):
                 nowhere = False
         for pos in range(lo, hi + 1):
             if pref and nowhere:
-                S.pmask[pos] = 1
+                set_bit(S.pbits, 0, pos)
             if S.pg_adv[p0 + pos] & ADV_PREF_CPU:
-                S.pmask[pos] = 0
+                clear_bit(S.pbits, 0, pos)
     if S.fcfg[F_THRASH] != 0.0:
         for pos in range(lo, hi + 1):
             if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
-                S.pmask[pos] = 0
+                clear_bit(S.pbits, 0, pos)
 
 
 @_jit

@@ -65,6 +65,9 @@ N_HW = 9
 S_NFREE, S_TACC_NS = range(2)
 # faults in the batch being serviced (S.batch_key[:n], sorted), 0 outside a service
 S_NBATCH = 2
+# the GPU's capacity in chunks; the pool (free_stack) may hold fewer: no more chunks than
+# blocks that can take one, as more could never all be in use
+S_CAP = 3
 
 _STATE_FIELDS = [
     "pstate",       # uint8[n_pages] POP/RES/INB bits
@@ -76,11 +79,17 @@ _STATE_FIELDS = [
     "free_stack",   # int32[n_chunks] free chunks; top at scal[S_NFREE]-1
     "scal",         # int64[4] scalars (S_NFREE)
     "tacc",         # float64[1] transfer time accumulated by the current step
+    "xfer",         # float64[2, 513] time of a copy of k pages (k <= 512, one block) host
+                    # to device [0, k] and device to host [1, k]: uvmsim.engine.timing's
+                    # curves, computed once, so a copy costs a load instead of an atan
     "batch_page",   # int64[batch_size] dense pages of the open fault batch
     "batch_key",    # int64[batch_size] scratch: block rank * 512 + window position
-    "fmask",        # uint8[512] faulted positions of the block being serviced
-    "rmask",        # uint8[512] resident positions of that block (input to prefetch)
-    "pmask",        # uint8[512] prefetch positions chosen by the policy
+    "bres",         # uint64[n_blocks*8] resident positions of each block, a bit each
+                    # (uvmsim.engine.bits); mirrors the RES bits of pstate
+    "fbits",        # uint64[8] faulted positions of the block being serviced
+    "rbits",        # uint64[8] resident positions of that block (input to prefetch)
+    "pbits",        # uint64[8] prefetch positions chosen by the policy
+    "wbits",        # uint64[8] engine scratch: positions being made resident
     "victim",       # int64[3] victim hook output: chunk, first position, last position
     "counts",       # int64[n_kernels+1, N_COUNTS]; last row: outside kernels
     "times",        # float64[n_kernels+1, N_TIMES]
@@ -195,18 +204,21 @@ _define_trace_proxy()
 def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
               b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
               b_vbase: np.ndarray | None = None, n_out_rows: int = 1,
-              features: np.ndarray | None = None) -> EngineState:
+              features: np.ndarray | None = None, capacity: int | None = None) -> EngineState:
     """All-empty state: nothing populated or resident, every chunk free, TLB empty.
 
     `translation` (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase`
     is each block's translation base (tenant << 44 | virtual page of window position 0);
     `n_out_rows` rows after the kernels' collect what happens outside kernels (one per
-    tenant in a multi-tenant replay).
+    tenant in a multi-tenant replay); `capacity` is the GPU's in chunks when the pool
+    holds fewer (n_chunks; see S_CAP).
     """
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
     scal = np.zeros(4, np.int64)
     scal[S_NFREE] = n_chunks
+    scal[S_CAP] = n_chunks if capacity is None else capacity
+    from .timing import transfer_table
     fields = dict(
         pstate=np.zeros(n_pages, np.uint8),
         b_chunk=np.full(n_blocks, -1, np.int32),
@@ -214,10 +226,11 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         b_rank=b_rank, rank_block=rank_block,
         chunk_block=np.full(n_chunks, -1, np.int32),
         free_stack=np.arange(n_chunks - 1, -1, -1, dtype=np.int32),
-        scal=scal, tacc=np.zeros(1, np.float64),
+        scal=scal, tacc=np.zeros(1, np.float64), xfer=transfer_table(hw.astype(np.float64)),
         batch_page=np.zeros(batch_size, np.int64), batch_key=np.zeros(batch_size, np.int64),
-        fmask=np.zeros(512, np.uint8), rmask=np.zeros(512, np.uint8),
-        pmask=np.zeros(512, np.uint8), victim=np.zeros(3, np.int64),
+        bres=np.zeros(n_blocks * 8, np.uint64), fbits=np.zeros(8, np.uint64),
+        rbits=np.zeros(8, np.uint64), pbits=np.zeros(8, np.uint64),
+        wbits=np.zeros(8, np.uint64), victim=np.zeros(3, np.int64),
         counts=np.zeros((n_kernels + n_out_rows, N_COUNTS), np.int64),
         times=np.zeros((n_kernels + n_out_rows, N_TIMES), np.float64),
         hw=hw.astype(np.float64))

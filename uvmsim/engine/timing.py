@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from .state import HW_BW_A, HW_BW_B, HW_DTOH_BW, HW_XFER_LAT_NS
@@ -36,3 +37,13 @@ def transfer_dtoh_ns(hw, nbytes):
         return 0.0
     gbps = _TWO_OVER_PI * hw[HW_DTOH_BW] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
     return hw[HW_XFER_LAT_NS] + nbytes / gbps
+
+
+@njit(cache=True)
+def transfer_table(hw):
+    """[0, k]: transfer_ns of k pages, [1, k]: transfer_dtoh_ns of k pages, k = 0..512."""
+    t = np.zeros((2, 513), np.float64)
+    for k in range(1, 513):
+        t[0, k] = transfer_ns(hw, k * 4096)
+        t[1, k] = transfer_dtoh_ns(hw, k * 4096)
+    return t

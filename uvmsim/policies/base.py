@@ -5,9 +5,11 @@ hooks plus an `init`. Signatures (S: uvmsim.engine.state.EngineState, T: TraceAr
 both read-only to policies; `st` is the tuple of arrays the policy's `init` returned):
 
     prefetch(st, S, T, blk, lo, hi)
-        Block `blk` is being serviced. S.fmask[lo..hi] marks its faulted window positions,
-        S.rmask[lo..hi] its resident ones; set S.pmask[p] = 1 for each position to
-        prefetch. Positions outside lo..hi, faulted or resident are ignored.
+        Block `blk` is being serviced. S.fbits holds its faulted window positions and
+        S.rbits its resident ones, one bit per position (8 x uint64: position p is bit
+        p & 63 of word p >> 6; helpers in uvmsim.engine.bits); set the bits of S.pbits
+        (zeroed before the call) for the positions to prefetch. Positions outside lo..hi,
+        faulted or resident are ignored.
 
     on_fill(st, S, T, chunk, blk, first, last, n_new, tick)
         Pages were made resident in `chunk` (migration, zero-fill, copy or prefetch);

@@ -31,7 +31,7 @@ def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
     run = prepare(trace, **kwargs)
     if run.model.remote is not None or run.model.advise:
         raise ConfigError("the reference model does not model remote/advise yet")
-    T = run.trace.arrays
+    T = run.arrays
     model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
                            run.fault_batch_size)
     model.replay(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),

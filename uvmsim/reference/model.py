@@ -36,6 +36,8 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
+from ..engine.build import policy_key
+from ..engine.bits import from_positions, to_positions
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..components.walkers import WALKERS, WalkerContext
 from ..policies.base import no_hit
@@ -69,6 +71,8 @@ class ReferenceModel:
                  sched_state: tuple = ()) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
+        # the hooks run from Python here: key their disk caches as the engine's are
+        policy_key(pf, ev)
         self.PF_PREFETCH = pf.prefetch
         self.EV_ON_FILL = ev.on_fill
         self.EV_ON_HIT = None if ev.on_hit in (None, no_hit) else ev.on_hit
@@ -76,6 +80,9 @@ class ReferenceModel:
         self.EV_VICTIM = ev.victim
         self.batch_size = batch_size
         self.faults = FaultBuffer(S, batch_size)
+        # faulted / prefetch-chosen positions of the block being serviced
+        self.fmask = np.zeros(512, np.uint8)
+        self.pmask = np.zeros(512, np.uint8)
         self.xl = bool(S.xli[XL_ON])
         self.thrashing = bool(S.fcfg[F_THRASH])
         self.walk_ns = float(S.xlf[XF_WALK_NS])
@@ -108,6 +115,7 @@ class ReferenceModel:
         if self.xl:
             self.tlb_shootdown(blk, first, last)
         n = self._copy_back(p0, first, last)
+        self.sync_bres(blk)
         if n == 0:
             raise RuntimeError("eviction policy named a range with no resident page")
         S.counts[out_row, C_DTOH_EVICT] += n * 4096
@@ -134,6 +142,14 @@ class ReferenceModel:
         if run:
             S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
         return n
+
+    def sync_bres(self, blk: int) -> None:
+        """S.bres (resident positions of each block, a bit each) after pstate changed."""
+        S, T = self.S, self.T
+        p0 = int(T.b_page0[blk]) - int(T.b_lo[blk])
+        lo, hi = int(T.b_lo[blk]), int(T.b_hi[blk])
+        res = np.flatnonzero(S.pstate[p0 + lo:p0 + hi + 1] & RES) + lo
+        S.bres[blk * 8:(blk + 1) * 8] = from_positions(res)
 
     def release_chunk(self, blk: int) -> None:
         """Return a block's chunk to the free pool (its pages are already not resident)."""
@@ -170,9 +186,9 @@ class ReferenceModel:
         new_first = new_last = -1
         for pos in range(first, last + 1):
             if use_masks:
-                if S.fmask[pos]:
+                if self.fmask[pos]:
                     cause = cause_f
-                elif S.pmask[pos]:
+                elif self.pmask[pos]:
                     cause = cause_p
                 else:
                     if run:
@@ -205,6 +221,7 @@ class ReferenceModel:
         if run:
             S.tacc[0] += transfer_ns(hw, run * 4096)
         S.b_nres[blk] += n_new
+        self.sync_bres(blk)
         self.EV_ON_FILL(self.est, S, T, c, blk, new_first, new_last, n_new, tick)
 
     def service_batch(self, nb: int, out_row: int, tick: int) -> None:
@@ -224,19 +241,22 @@ class ReferenceModel:
         for blk in sorted(blocks, key=lambda b: S.b_rank[b]):
             lo, hi = int(T.b_lo[blk]), int(T.b_hi[blk])
             for pos in blocks[blk]:
-                S.fmask[pos] = 1
+                self.fmask[pos] = 1
             p0 = int(T.b_page0[blk]) - lo
-            for pos in range(lo, hi + 1):
-                S.rmask[pos] = 1 if S.pstate[p0 + pos] & RES else 0
-                S.pmask[pos] = 0
+            # the policy sees the block's faulted and resident positions as bits
+            S.fbits[:] = from_positions(np.flatnonzero(self.fmask))
+            S.rbits[:] = S.bres[blk * 8:(blk + 1) * 8]
+            S.pbits[:] = 0
             self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
+            self.pmask[:] = 0
+            self.pmask[to_positions(S.pbits)] = 1
             if self.thrashing:
                 # pages pinned by thrashing mitigation are never prefetched
                 for pos in range(lo, hi + 1):
                     if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
-                        S.pmask[pos] = 0
+                        self.pmask[pos] = 0
             self.make_resident(blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
-            S.fmask[lo:hi + 1] = 0
+            self.fmask[lo:hi + 1] = 0
         S.counts[out_row, C_BATCHES] += 1
         S.scal[S_NBATCH] = 0
 
@@ -248,6 +268,7 @@ class ReferenceModel:
         if S.b_chunk[blk] < 0:
             return 0
         n = self._copy_back(int(T.b_page0[blk]) - int(T.b_lo[blk]), lo, hi)
+        self.sync_bres(blk)
         S.counts[out_row, col] += n * 4096
         if n and self.xl:
             self.tlb_shootdown(blk, lo, hi)
@@ -348,6 +369,7 @@ class ReferenceModel:
         p0 = int(T.a_page_off[a])
         S.pstate[p0:p0 + int(T.a_npages[a])] = 0
         b0 = int(T.a_block_off[a])
+        S.bres[b0 * 8:(b0 + int(T.a_nblocks[a])) * 8] = 0
         for blk in range(b0, b0 + int(T.a_nblocks[a])):
             S.b_nres[blk] = 0
             if S.b_chunk[blk] >= 0:

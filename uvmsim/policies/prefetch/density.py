@@ -8,62 +8,57 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ...engine.bits import ctz, fill16, popcount, set_range, word_mask
 from ..base import PolicyContext, PrefetchPolicy, register_prefetch
 
 
 def init(ctx: PolicyContext) -> tuple:
-    # st[0][0] = threshold; st[1] = prefix-count scratch over the window
-    return (np.array([ctx.params["threshold"]], np.float64), np.zeros(513, np.int64))
+    # st[0][0] = threshold; st[1] = B (resident | faulted, then big pages), 8 words
+    return (np.array([ctx.params["threshold"]], np.float64), np.zeros(8, np.uint64))
+
+
+@njit(cache=True)
+def region_count(B, a, b):
+    """Set bits of B among positions a..b of an aligned power-of-two region."""
+    if (b >> 6) == (a >> 6):
+        return np.int64(popcount(B[a >> 6] & word_mask(a >> 6, a, b)))
+    n = 0
+    for w in range(a >> 6, (b >> 6) + 1):
+        n += np.int64(popcount(B[w] & word_mask(w, a, b)))
+    return n
 
 
 @njit(cache=True)
 def prefetch(st, S, T, blk, lo, hi):
     t = st[0][0]
-    pre = st[1]
-    # B = resident | faulted, then whole big pages of faults
-    # build B in pmask temporarily, then overwrite with the answer
-    for p in range(lo, hi + 1):
-        S.pmask[p] = 1 if (S.rmask[p] or S.fmask[p]) else 0
-    for g in range(lo & ~15, hi + 1, 16):
-        a = max(g, lo)
-        b = min(g + 16, hi + 1)
-        hit = False
-        for p in range(a, b):
-            if S.fmask[p]:
-                hit = True
-                break
-        if hit:
-            for p in range(a, b):
-                S.pmask[p] = 1
-    pre[0] = 0
-    for p in range(512):
-        inside = lo <= p and p <= hi
-        pre[p + 1] = pre[p] + (1 if inside and S.pmask[p] else 0)
-    for p in range(lo, hi + 1):
-        S.pmask[p] = 0
-    for p in range(lo, hi + 1):
-        if not S.fmask[p]:
-            continue
-        r_lo = -1
-        r_hi = -1
-        s = 1
-        while s <= 512:
-            w0 = (p // s) * s
-            a = max(w0, lo)
-            b = min(w0 + s - 1, hi)
-            size = b - a + 1
-            if size > 0 and (pre[b + 1] - pre[a]) * 100 > size * t:
-                r_lo = a
-                r_hi = b
-            s *= 2
-        for q in range(r_lo, r_hi + 1):
-            S.pmask[q] = 1
-        if r_hi == hi:
-            break
-    # P = P \ F (the engine ignores F anyway; kept for policies that inspect pmask)
-    for p in range(lo, hi + 1):
-        if S.fmask[p]:
-            S.pmask[p] = 0
+    B = st[1]
+    # B = resident | faulted, then whole big pages of faults (within lo..hi)
+    for w in range(8):
+        B[w] = (S.rbits[w] | S.fbits[w] | fill16(S.fbits[w])) & word_mask(w, lo, hi)
+    # each faulted page takes the largest aligned power-of-two region around it (clipped to
+    # lo..hi) whose density of B exceeds t %. A faulted page inside a region already taken
+    # would take a region inside it (the larger ones are the same regions, which failed),
+    # so only faulted pages not yet covered are looked at.
+    for w in range(8):
+        m = S.fbits[w] & ~S.pbits[w]
+        while m:
+            p = (w << 6) + np.int64(ctz(m))
+            m &= m - np.uint64(1)
+            if (S.pbits[p >> 6] >> np.uint64(p & 63)) & np.uint64(1):
+                continue
+            s = 512
+            while s >= 1:
+                a = max(p & ~(s - 1), lo)
+                b = min((p & ~(s - 1)) + s - 1, hi)
+                if region_count(B, a, b) * 100 > (b - a + 1) * t:
+                    set_range(S.pbits, 0, a, b)
+                    break
+                s >>= 1
+            # later faulted pages of this word may now be covered
+            m &= ~S.pbits[w]
+    # P = P \ F (the engine ignores F anyway; kept for policies that inspect pbits)
+    for w in range(8):
+        S.pbits[w] &= ~S.fbits[w]
 
 
 DENSITY = register_prefetch(PrefetchPolicy(

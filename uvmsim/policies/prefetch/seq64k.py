@@ -12,26 +12,20 @@ from __future__ import annotations
 
 from numba import njit
 
+from ...engine.bits import first_set, set_range
 from ..base import PrefetchPolicy, register_prefetch
 
 
 @njit(cache=True)
 def prefetch(st, S, T, blk, lo, hi):
-    # dense page of window position p is p0 + p; its offset in the allocation is p0 + p - a0
-    rel = T.b_page0[blk] - lo - T.a_page_off[T.b_alloc[blk]]
-    p = lo
-    while p <= hi:
-        g_end = min(hi, ((rel + p) | 15) - rel)  # last position of p's basic block
-        hit = False
-        for q in range(p, g_end + 1):
-            if S.fmask[q]:
-                hit = True
-                break
-        if hit:
-            for q in range(p, g_end + 1):
-                if not S.fmask[q]:
-                    S.pmask[q] = 1
-        p = g_end + 1
+    # window position p is page rel + p of its allocation
+    rel = T.b_first_vpage[blk] - lo - T.a_first_page[T.b_alloc[blk]]
+    p = first_set(S.fbits, 0, lo, hi)
+    while p >= 0:
+        g_start = max(lo, ((rel + p) & ~15) - rel)  # p's basic block
+        g_end = min(hi, ((rel + p) | 15) - rel)
+        set_range(S.pbits, 0, g_start, g_end)
+        p = first_set(S.fbits, 0, g_end + 1, hi) if g_end < hi else -1
 
 
 SEQ64K = register_prefetch(PrefetchPolicy(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from ...engine.bits import fill16, word_mask
 from ..base import PrefetchPolicy, register_prefetch
 
 
@@ -16,22 +17,16 @@ def prefetch_none(st, S, T, blk, lo, hi):
 
 @njit(cache=True)
 def prefetch_64k(st, S, T, blk, lo, hi):
-    # every in(K) page of each 16-page big page holding a fault
-    for g in range(lo & ~15, hi + 1, 16):
-        hit = False
-        for p in range(max(g, lo), min(g + 16, hi + 1)):
-            if S.fmask[p]:
-                hit = True
-                break
-        if hit:
-            for p in range(max(g, lo), min(g + 16, hi + 1)):
-                S.pmask[p] = 1
+    # every in(K) page of each 16-page big page holding a fault (the engine clips to lo..hi)
+    for w in range(8):
+        if S.fbits[w]:
+            S.pbits[w] = fill16(S.fbits[w])
 
 
 @njit(cache=True)
 def prefetch_2m(st, S, T, blk, lo, hi):
-    for p in range(lo, hi + 1):
-        S.pmask[p] = 1
+    for w in range(8):
+        S.pbits[w] = word_mask(w, lo, hi)
 
 
 NONE = register_prefetch(PrefetchPolicy(

@@ -14,40 +14,36 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..base import PolicyContext, PrefetchPolicy, register_prefetch
-
-
-def init(ctx: PolicyContext) -> tuple:
-    # st[0]: leaf valid flags (scratch, 32 leaves of 16 pages)
-    return (np.zeros(32, np.uint8),)
+from ...engine.bits import lanes16, popcount, word_mask
+from ..base import PrefetchPolicy, register_prefetch
 
 
 @njit(cache=True)
 def prefetch(st, S, T, blk, lo, hi):
-    v = st[0]
-    for leaf in range(32):
-        v[leaf] = 0
-    for p in range(lo, hi + 1):
-        if S.rmask[p] or S.fmask[p]:
-            v[p >> 4] = 1
+    # v: bit `leaf` set when that 16-page leaf is valid (holds a resident or faulted page)
+    v = np.uint64(0)
+    for w in range(8):
+        v |= lanes16(S.rbits[w] | S.fbits[w]) << np.uint64(4 * w)
     # bottom-up over node sizes 2..32 leaves: a child is settled before its parent is looked at
     s = 2
     while s <= 32:
+        full = (np.uint64(1) << np.uint64(s)) - np.uint64(1)
         for n0 in range(0, 32, s):
-            cnt = 0
-            for leaf in range(n0, n0 + s):
-                cnt += v[leaf]
+            node = full << np.uint64(n0)
+            cnt = np.int64(popcount(v & node))
             if cnt != s and cnt * 2 > s:
-                for leaf in range(n0, n0 + s):
-                    v[leaf] = 1
+                v |= node
         s *= 2
-    for p in range(lo, hi + 1):
-        if v[p >> 4] and not S.fmask[p]:
-            S.pmask[p] = 1
+    for w in range(8):
+        m = np.uint64(0)
+        for k in range(4):
+            if (v >> np.uint64(4 * w + k)) & np.uint64(1):
+                m |= np.uint64(0xFFFF) << np.uint64(16 * k)
+        S.pbits[w] = m & word_mask(w, lo, hi) & ~S.fbits[w]
 
 
 TBN = register_prefetch(PrefetchPolicy(
-    "tbn", prefetch, init=init,
+    "tbn", prefetch,
     doc="UVMSmart's tree-based neighbourhood: 64 KiB leaves, fill any node > 50 % valid.",
     source="DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc "
            "(traverse_and_fill_lp_tree); Ganguly et al., ISCA'19"))

@@ -1,0 +1,94 @@
+"""The compiled-engine cache key covers every source the engine is built from."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from uvmsim.engine import build
+from uvmsim.policies import get_evict, get_prefetch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_RUN = r"""
+import json, uvmsim
+from uvmsim.trace import synth
+t = synth.make("sequential", footprint_bytes=8 << 20, kernels=2)
+r = uvmsim.simulate(t, oversub=2.0, prefetch="none", evict="lru2m")
+print(json.dumps({"file": uvmsim.__file__, "transfer_ns": float(r.kernels["transfer_ns"].sum()),
+                  "faults": int(r.summary["faults"])}))
+"""
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    dst = tmp_path / "src"
+    shutil.copytree(ROOT / "uvmsim", dst / "uvmsim",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    return dst
+
+
+def _run(src: Path, cache: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(src), UVMSIM_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", _RUN], env=env, check=True, cwd=src,
+                         capture_output=True, text=True, timeout=600).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_edited_helper_changes_the_result(tmp_path):
+    """Edit a constant in engine/timing.py in a copy of the package: the next run in the same
+    engine cache must recompile and see it (it used to load the stale engine)."""
+    src = _copy_package(tmp_path)
+    cache = tmp_path / "cache"
+    first = _run(src, cache)
+    assert first["file"].startswith(str(src))
+    again = _run(src, cache)
+    assert again == first  # same sources: the cached engine, same answer
+    timing = src / "uvmsim" / "engine" / "timing.py"
+    text = timing.read_text()
+    assert "_TWO_OVER_PI = 2.0 / math.pi" in text
+    timing.write_text(text.replace("_TWO_OVER_PI = 2.0 / math.pi",
+                                   "_TWO_OVER_PI = 1.0 / math.pi"))
+    edited = _run(src, cache)
+    assert edited["faults"] == first["faults"]
+    # half the bandwidth: every transfer's byte term doubles
+    assert edited["transfer_ns"] > 1.5 * first["transfer_ns"] - 1e-6
+
+
+def test_key_covers_policy_helper_modules(tmp_path, monkeypatch):
+    """lru4k's hooks call helpers of lru2m.py: that file is in its key, and the key changes
+    when a file of the closure changes (Python and Numba versions too)."""
+    files = build.module_closure(["uvmsim.policies.evict.lru4k"])
+    assert "uvmsim.policies.evict.lru2m" in files
+    assert "uvmsim.engine.state" in files
+    assert "uvmsim.policies.base" in files
+    k1 = build.source_key(["uvmsim.policies.evict.lru4k"])
+    src = _copy_package(tmp_path)
+    helper = src / "uvmsim" / "policies" / "evict" / "lru2m.py"
+    monkeypatch.setitem(sys.modules, "uvmsim.policies.evict.lru2m",
+                        type(sys)("uvmsim.policies.evict.lru2m"))
+    sys.modules["uvmsim.policies.evict.lru2m"].__file__ = str(helper)
+    assert build.source_key(["uvmsim.policies.evict.lru4k"]) == k1  # copy: same bytes
+    helper.write_text(helper.read_text() + "\n# edited\n")
+    assert build.source_key(["uvmsim.policies.evict.lru4k"]) != k1
+    monkeypatch.undo()
+    monkeypatch.setattr(build.numba, "__version__", "0.0.0")
+    assert build.source_key(["uvmsim.policies.evict.lru4k"]) != k1
+
+
+def test_hook_helpers_get_the_key_in_their_disk_cache():
+    """Numba's per-function disk cache of a hook is keyed by its module's closure, which
+    holds the helpers it calls from other files."""
+    _, hooks = build.policy_key(get_prefetch("density"), get_evict("lru4k"))
+    from uvmsim.engine import timing
+    from uvmsim.policies.evict import lru2m
+    lru4k_key = build.source_key(["uvmsim.policies.evict.lru4k"])
+    assert hooks["EV_ON_FILL"]._cache._uvmsim_key == lru4k_key
+    assert lru2m.push_recent._cache._uvmsim_key == build.source_key(
+        ["uvmsim.policies.evict.lru2m"])
+    assert timing.transfer_ns._cache._uvmsim_key == build.source_key(
+        ["uvmsim.engine.timing"])
+    idx = hooks["EV_ON_FILL"]._cache._index_key((), hooks["EV_ON_FILL"].targetctx.codegen())
+    assert idx[-1] == lru4k_key
