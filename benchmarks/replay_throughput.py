@@ -8,7 +8,7 @@ Builds (once, cached under benchmarks/out/) a synthetic layer-by-layer training 
 least 20 million access rows, then, in a fresh process pinned to one core, loads it and
 replays it at factor 1.5 with density/lru2m. Prints access rows per second (compile
 excluded and printed separately), load time and peak memory per access row.
-Goals (issue 2): >= 30 M rows/s, load <= 2 s, <= 24 bytes per row.
+Goals: >= 30 M rows/s, load <= 2 s, <= 24 bytes per row.
 """
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def make_result(trace, counts: np.ndarray, times: np.ndarray, capacity: int,
     df["compute_ns"] = compute
     df["stall_ns"] = times[:n_k, T_STALL]
     df["transfer_ns"] = times[:n_k, T_TRANSFER]
-    # address translation / shared driver (issue 5); zero unless translation is on or
+    # address translation / shared driver (docs/model.md); zero unless translation is on or
     # tenants share the GPU. translation_ns is already part of stall_ns.
     df["translation_ns"] = times[:n_k, T_XLATE]
     df["walk_queue_ns"] = times[:n_k, T_WALKQ]

@@ -505,7 +505,7 @@ def replay(pst, est, S, T, batch_size):
 
 
 # ---------------------------------------------------------------------------------------
-# The clocked replay (issue 5): address translation and tenants sharing one GPU.
+# The clocked replay: address translation and tenants sharing one GPU.
 # Used only when translation is on or several tenants run; `replay` above stays the
 # unclocked hot loop. The reference model mirrors these by name too.
 
@@ -743,7 +743,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
 
 # ---------------------------------------------------------------------------------------
 # Thrashing mitigation, remote mapping with access counters, and cudaMemAdvise hints
-# (issue 4; docs/policies.md). Off unless simulate() turns them on (S.fcfg[F_ON]); then a
+# (docs/policies.md). Off unless simulate() turns them on (S.fcfg[F_ON]); then a
 # GPU miss goes through ft_miss before it may fault. Times are on a feature clock: kernel
 # compute spread evenly over its rows (over the slice, per pass) plus the stalls so far
 # (F_CLOCK, F_PEND_NS); it advances by the time of copies and host accesses between kernels.

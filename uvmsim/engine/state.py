@@ -24,11 +24,11 @@ COUNT_NAMES = ("faults", "faults_read", "faults_write", "fault_batches", "htod_b
                "htod_bytes_prefetch", "htod_bytes_memcpy", "htod_bytes_api_prefetch",
                "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",
                "dtoh_bytes_api_prefetch")
-# address translation (opt-in, issue 5): appended so earlier indices never move
+# address translation (opt-in): appended so earlier indices never move
 COUNT_NAMES = COUNT_NAMES + ("tlb_misses", "page_walks")
 C_TLB_MISSES = COUNT_NAMES.index("tlb_misses")
 C_PAGE_WALKS = COUNT_NAMES.index("page_walks")
-# thrashing, remote mapping and memory hints (opt-in, issue 4): appended likewise
+# thrashing, remote mapping and memory hints (opt-in): appended likewise
 COUNT_NAMES = COUNT_NAMES + ("remote_accesses", "throttled_faults", "thrashing_pins",
                              "counter_migrations")
 C_REMOTE = COUNT_NAMES.index("remote_accesses")
@@ -49,7 +49,7 @@ CAUSE_HTOD_COL = np.array([C_HTOD_DEMAND, C_HTOD_PREFETCH, C_HTOD_MEMCPY, -1, C_
 
 # time columns per kernel row. T_XLATE: time the kernel waits past its compute for page
 # walks still in flight; T_WALKQ: time walks spent queued for a walker; T_DRV_WAIT: time
-# its batches and copies queued for a driver busy with another tenant (issue 5)
+# its batches and copies queued for a driver busy with another tenant
 T_STALL, T_TRANSFER, T_XLATE, T_WALKQ, T_DRV_WAIT = range(5)
 N_TIMES = 5
 TIME_NAMES = ("stall_ns", "transfer_ns", "translation_ns", "walk_queue_ns", "driver_wait_ns")
@@ -94,7 +94,7 @@ _STATE_FIELDS = [
     "counts",       # int64[n_kernels+1, N_COUNTS]; last row: outside kernels
     "times",        # float64[n_kernels+1, N_TIMES]
     "hw",           # float64[N_HW]
-    # address translation and the simulated clock (issue 5; size-1 dummies when off)
+    # address translation and the simulated clock (size-1 dummies when off)
     "b_vbase",      # int64[n_blocks] tenant << 44 | virtual page of window position 0
     "tlb_tag",      # int64[sets*ways] translation tag held by each TLB entry, -1 if none
     "tlb_ready",    # float64[sets*ways] time its walk completes (a later miss merges)
@@ -102,7 +102,7 @@ _STATE_FIELDS = [
     "walk_free",    # float64[walkers] time each page-table walker becomes free
     "xli",          # int64[N_XLI] translation parameters and counters (XL_*)
     "xlf",          # float64[N_XLF] walk latency, driver-free time (XF_*)
-    # thrashing, remote mapping, memory hints (issue 4; size-1 dummies when off)
+    # thrashing, remote mapping, memory hints (size-1 dummies when off)
     "fcfg",         # float64[N_FCFG] feature switches, parameters and clock (F_*)
     "pg_last",      # float64[n_pages] time of the page's last migration to the GPU
     "pg_pin",       # float64[n_pages] time until which the page is pinned (mapped remotely)
@@ -123,7 +123,7 @@ XL_TLB_SLICES = 6
 XF_WALK_NS, XF_DRIVER_FREE = range(2)
 N_XLF = 4
 
-# fcfg slots (issue 4): F_ON any of the three on; F_THRASH/F_ADVISE 0/1; F_REMOTE 0 (off),
+# fcfg slots: F_ON any of the three on; F_THRASH/F_ADVISE 0/1; F_REMOTE 0 (off),
 # REMOTE_DRIVER or REMOTE_UVMSMART; then parameters; F_CLOCK time at the current kernel's
 # start (between kernels: the simulated time); F_PEND_NS stall the mechanisms added in the
 # current kernel; F_OVERSUB UVMSmart's sticky "memory has been full" flag
