@@ -89,25 +89,22 @@ EVICT: dict[str, EvictPolicy] = {}
 
 def register_prefetch(policy: PrefetchPolicy, *, replace: bool = False) -> PrefetchPolicy:
     """Make a prefetch policy available by name to simulate() and the CLI."""
-    if policy.name in PREFETCH and not replace and PREFETCH[policy.name] is not policy:
-        raise ConfigError(f"prefetch policy {policy.name!r} is already registered")
-    PREFETCH[policy.name] = policy
-    return policy
+    return register(policy, PREFETCH, "prefetch policy", replace=replace)
 
 
 def register_evict(policy: EvictPolicy, *, replace: bool = False) -> EvictPolicy:
     """Make an eviction policy available by name to simulate() and the CLI."""
-    if policy.name in EVICT and not replace and EVICT[policy.name] is not policy:
-        raise ConfigError(f"eviction policy {policy.name!r} is already registered")
-    EVICT[policy.name] = policy
-    return policy
+    return register(policy, EVICT, "eviction policy", replace=replace)
 
 
-def _lookup(spec: Any, table: dict, kind: type, what: str):
+def lookup(spec: Any, table: dict, kind: type, what: str):
+    """`spec` as a `kind`: the object itself, a name registered in `table`, or a
+    'module:object' path. `what` names the kind in errors ("prefetch policy", "scheduler").
+    Policies and the tenant components (uvmsim.components) resolve the same way."""
     if isinstance(spec, kind):
         return spec
     if not isinstance(spec, str):
-        raise ConfigError(f"{what} policy must be a name or a {kind.__name__}, got {spec!r}")
+        raise ConfigError(f"{what} must be a name or a {kind.__name__}, got {spec!r}")
     if spec in table:
         return table[spec]
     if ":" in spec:
@@ -115,22 +112,31 @@ def _lookup(spec: Any, table: dict, kind: type, what: str):
         try:
             found = getattr(importlib.import_module(mod), obj)
         except (ImportError, AttributeError) as e:
-            raise ConfigError(f"cannot load {what} policy {spec!r}: {e}") from None
+            raise ConfigError(f"cannot load {what} {spec!r}: {e}") from None
         if not isinstance(found, kind):
             raise ConfigError(f"{spec!r} is a {type(found).__name__}, not a {kind.__name__}")
         return found
-    raise ConfigError(f"unknown {what} policy {spec!r}; known: {', '.join(sorted(table))} "
+    raise ConfigError(f"unknown {what} {spec!r}; known: {', '.join(sorted(table))} "
                       "(or 'package.module:object')")
+
+
+def register(obj: Any, table: dict, what: str, *, replace: bool = False) -> Any:
+    """Put `obj` into `table` under its name; another object of that name is an error unless
+    `replace`."""
+    if obj.name in table and not replace and table[obj.name] is not obj:
+        raise ConfigError(f"{what} {obj.name!r} is already registered")
+    table[obj.name] = obj
+    return obj
 
 
 def get_prefetch(spec: Any) -> PrefetchPolicy:
     """A registered name, a 'module:object' path, or a PrefetchPolicy."""
-    return _lookup(spec, PREFETCH, PrefetchPolicy, "prefetch")
+    return lookup(spec, PREFETCH, PrefetchPolicy, "prefetch policy")
 
 
 def get_evict(spec: Any) -> EvictPolicy:
     """A registered name, a 'module:object' path, or an EvictPolicy."""
-    return _lookup(spec, EVICT, EvictPolicy, "eviction")
+    return lookup(spec, EVICT, EvictPolicy, "eviction policy")
 
 
 def resolve_params(defaults: dict[str, float], given: dict[str, float] | None,

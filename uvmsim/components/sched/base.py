@@ -16,13 +16,12 @@ mirror of the hook, in the same front end.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...policies.base import lookup, register
 
 
 @dataclass(frozen=True)
@@ -50,31 +49,12 @@ SCHEDULERS: dict[str, TenantScheduler] = {}
 
 def register_scheduler(comp: TenantScheduler, *, replace: bool = False) -> TenantScheduler:
     """Make a scheduler component available by name to simulate_multi() and the CLI."""
-    if comp.name in SCHEDULERS and not replace and SCHEDULERS[comp.name] is not comp:
-        raise ConfigError(f"scheduler {comp.name!r} is already registered")
-    SCHEDULERS[comp.name] = comp
-    return comp
+    return register(comp, SCHEDULERS, "scheduler", replace=replace)
 
 
 def get_scheduler(spec: Any) -> TenantScheduler:
     """A registered name, a 'module:object' path, or a TenantScheduler."""
-    if isinstance(spec, TenantScheduler):
-        return spec
-    if not isinstance(spec, str):
-        raise ConfigError(f"scheduler must be a name or a TenantScheduler, got {spec!r}")
-    if spec in SCHEDULERS:
-        return SCHEDULERS[spec]
-    if ":" in spec:
-        mod, _, obj = spec.partition(":")
-        try:
-            found = getattr(importlib.import_module(mod), obj)
-        except (ImportError, AttributeError) as e:
-            raise ConfigError(f"cannot load scheduler {spec!r}: {e}") from None
-        if not isinstance(found, TenantScheduler):
-            raise ConfigError(f"{spec!r} is a {type(found).__name__}, not a TenantScheduler")
-        return found
-    raise ConfigError(f"unknown scheduler {spec!r}; known: {', '.join(sorted(SCHEDULERS))} "
-                      "(or 'package.module:object')")
+    return lookup(spec, SCHEDULERS, TenantScheduler, "scheduler")
 
 
 def kernel_working_sets(T) -> np.ndarray:

@@ -18,13 +18,13 @@ The SimPy reference model (uvmsim.reference) does not call `pick`: a component g
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from ...errors import ConfigError
+from ...policies.base import lookup, register
 
 
 @dataclass(frozen=True)
@@ -60,31 +60,12 @@ WALKERS: dict[str, WalkerScheduler] = {}
 
 def register_walkers(comp: WalkerScheduler, *, replace: bool = False) -> WalkerScheduler:
     """Make a walker component available by name to simulate_multi() and the CLI."""
-    if comp.name in WALKERS and not replace and WALKERS[comp.name] is not comp:
-        raise ConfigError(f"walker component {comp.name!r} is already registered")
-    WALKERS[comp.name] = comp
-    return comp
+    return register(comp, WALKERS, "walker component", replace=replace)
 
 
 def get_walkers(spec: Any) -> WalkerScheduler:
     """A registered name, a 'module:object' path, or a WalkerScheduler."""
-    if isinstance(spec, WalkerScheduler):
-        return spec
-    if not isinstance(spec, str):
-        raise ConfigError(f"walkers must be a name or a WalkerScheduler, got {spec!r}")
-    if spec in WALKERS:
-        return WALKERS[spec]
-    if ":" in spec:
-        mod, _, obj = spec.partition(":")
-        try:
-            found = getattr(importlib.import_module(mod), obj)
-        except (ImportError, AttributeError) as e:
-            raise ConfigError(f"cannot load walker component {spec!r}: {e}") from None
-        if not isinstance(found, WalkerScheduler):
-            raise ConfigError(f"{spec!r} is a {type(found).__name__}, not a WalkerScheduler")
-        return found
-    raise ConfigError(f"unknown walker component {spec!r}; known: {', '.join(sorted(WALKERS))}"
-                      " (or 'package.module:object')")
+    return lookup(spec, WALKERS, WalkerScheduler, "walker component")
 
 
 def tenant_shares(ctx: WalkerContext) -> tuple[np.ndarray, np.ndarray]:
