@@ -33,6 +33,6 @@ from uvmsim import load_trace; from uvmsim.groundtruth import peak_live_managed_
 t=load_trace('/tmp/mlp.uvmtrace'); print('mlp trace', t, 'peak managed', p(t), 'join', t.manifest['source']['join'])" 2>&1 | tail -2
 run --oversub 1.5 --trace /tmp/mlp.uvmtrace --timeout 60 -o $P/mlp_f1.5.json -- env LD_PRELOAD=$M python3 $T --model mlp --steps 1
 # 3. GPU tests
-UVMTRACE_BUILD_DIR=$B timeout 300 python3 -m pytest -m gpu tests/gpu/test_groundtruth.py -v -rA -p no:cacheprovider 2>&1 | tail -15
+UVMTRACE_BUILD_DIR=$B timeout 300 python3 -m pytest -m gpu tests/gpu/test_gpu_groundtruth.py -v -rA -p no:cacheprovider 2>&1 | tail -15
 echo "probe total $(( $(date +%s) - t )) s"
 [ -n "${OUT:-}" ] && tar czf "$OUT/probe.tgz" -C /tmp probe
