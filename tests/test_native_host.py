@@ -360,9 +360,9 @@ def test_record_errors_name_the_problem(fake, tmp_path):
         record(tmp_path / "e.uvmtrace", ["true"], lib=lib)
 
 
-def test_cli_parser_roundtrip(fake, tmp_path):
+def test_cli_parser_roundtrip(fake, tmp_path, capsys):
     import argparse
-    from uvmsim.record import configure_parser, run_from_args
+    from uvmsim.record import configure_parser, main, run_from_args
     prog, lib = fake
     p = argparse.ArgumentParser()
     configure_parser(p)
@@ -373,8 +373,17 @@ def test_cli_parser_roundtrip(fake, tmp_path):
     assert run_from_args(args) == 3
     m = json.loads((out / "manifest.json").read_text())["source"]
     assert m["passes"] == ["timing"] and "timing pass only" in m["join"]["status"]
-    bad = p.parse_args(["-o", str(tmp_path / "bad.trace"), "--lib", str(lib), "--", "true"])
-    assert run_from_args(bad) == 2
+    bad = ["-o", str(tmp_path / "bad.trace"), "--lib", str(lib), "--", "true"]
+    with pytest.raises(RecordError, match="must end in '.uvmtrace'"):
+        run_from_args(p.parse_args(bad))
+    # the stand-alone entry turns it, and a malformed --env, into one line and status 2
+    capsys.readouterr()
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("uvmsim record: error: ") and "must end in '.uvmtrace'" in err
+    assert err.count("\n") == 1
+    assert main(["-o", str(out), "--env", "NOEQUALS", "--", "true"]) == 2
+    assert "--env 'NOEQUALS': expected KEY=VALUE" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- v1.1: slices, host accesses

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from .errors import UserError, run_command
+
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
           "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
           "tb": 10**12, "tib": 1 << 40}
-
-
-class UserError(Exception):
-    """An error the user can fix; printed as one line."""
 
 
 def parse_bytes(text: str) -> int:
@@ -507,32 +504,9 @@ COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `uvmsim` script; returns the exit status."""
-    from .errors import ConfigError, TraceFormatError
-    ap = build_parser()
-    a = ap.parse_args(argv)
-    try:
-        return COMMANDS[a.command](a)
-    except (UserError, TraceFormatError, ConfigError, OSError) as e:
-        # the input's fault: a broken trace, a bad argument, a missing or unreadable path
-        return _fail(a.command, str(e), 2)
-    except MemoryError:
-        return _fail(a.command, "out of memory (the trace is too large for this machine)", 2)
-    except KeyboardInterrupt:
-        print("uvmsim: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug in uvmsim: still one line, and how to see the traceback
-        return _fail(a.command, f"internal error {type(e).__name__}: {e} (a bug; rerun with "
-                     "UVMSIM_DEBUG=1 for the traceback)", 1)
-
-
-def _fail(command: str, msg: str, status: int) -> int:
-    """Print one line on stderr and return the exit status (or re-raise under
-    UVMSIM_DEBUG=1)."""
-    if os.environ.get("UVMSIM_DEBUG"):
-        raise
-    print(f"uvmsim {command}: error: {' '.join(msg.split())}", file=sys.stderr)
-    return status
+    """Entry point of the `uvmsim` script; returns the exit status (uvmsim/errors.py:run_command)."""
+    a = build_parser().parse_args(argv)
+    return run_command(a.command, lambda: COMMANDS[a.command](a))
 
 
 if __name__ == "__main__":

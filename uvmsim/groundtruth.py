@@ -33,6 +33,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .errors import UserError, parse_env, run_command
+
 __all__ = ["UM_DTYPE", "RunError", "attribute_records", "configure_parser", "counts_by_kernel",
            "free_target_bytes", "peak_live_managed_bytes", "footprint_from_trace", "run",
            "run_from_args", "summarize_raw"]
@@ -54,7 +56,7 @@ EXIT_TIMEOUT_ALARM = 128 + int(signal.SIGALRM)
 STARTUP_GRACE_S = 60.0
 
 
-class RunError(RuntimeError):
+class RunError(UserError, RuntimeError):
     """The run could not be made or was refused (bad arguments, footprint too large, ...)."""
 
 
@@ -365,25 +367,14 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def run_from_args(a: argparse.Namespace) -> int:
     """``uvmsim run`` from parsed arguments; returns the program's exit status (124 when the
-    run was censored), 2 for a refused or impossible run."""
+    run was censored). A refused or impossible run raises RunError or RecordError, which the
+    CLI prints as one line with exit status 2 (uvmsim/errors.py:run_command)."""
     cmd = list(a.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    env = {}
-    for kv in a.env or []:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            print(f"uvmsim run: error: --env {kv!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        env[k] = v
-    from .record import RecordError
-    try:
-        r = run(cmd, factor=a.oversub, footprint=a.footprint, trace=a.trace,
-                timeout_s=a.timeout, lib=a.lib, counters=not a.no_counters,
-                keep_raw=a.keep_raw, extra_env=env, out=a.output, reserve=a.reserve)
-    except (RunError, RecordError) as e:
-        print(f"uvmsim run: error: {e}", file=sys.stderr)
-        return 2
+    r = run(cmd, factor=a.oversub, footprint=a.footprint, trace=a.trace,
+            timeout_s=a.timeout, lib=a.lib, counters=not a.no_counters,
+            keep_raw=a.keep_raw, extra_env=parse_env(a.env), out=a.output, reserve=a.reserve)
     t = r["totals"]
     real = f"> {r['real_s']:.1f} s (censored)" if r["censored"] else f"{r['real_s']:.4f} s"
     free = r["free_bytes"]
@@ -400,7 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.groundtruth --oversub 2 --footprint 1GiB -- CMD``."""
     p = argparse.ArgumentParser(prog="uvmsim run", description=__doc__.splitlines()[0])
     configure_parser(p)
-    return run_from_args(p.parse_args(argv))
+    a = p.parse_args(argv)
+    return run_command("run", lambda: run_from_args(a))
 
 
 if __name__ == "__main__":

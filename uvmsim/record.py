@@ -39,6 +39,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .errors import UserError, parse_env, run_command
+
 __all__ = ["REC_DTYPE", "LaunchMismatchError", "RawPass", "RecordError", "build_tables",
            "configure_parser", "find_library", "join_launches", "read_raw_pass", "record",
            "run_from_args"]
@@ -61,7 +63,7 @@ _EVENT_COLUMNS = ["seq", "op", "alloc_id", "kernel_id", "addr", "size", "arg", "
                   "t_start_ns", "t_end_ns"]
 
 
-class RecordError(RuntimeError):
+class RecordError(UserError, RuntimeError):
     """The recording could not be made (missing library, unreadable raw files, ...)."""
 
 
@@ -850,32 +852,24 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Run ``uvmsim record`` from parsed arguments; returns the exit status to use."""
+    """Run ``uvmsim record`` from parsed arguments; returns the exit status to use. Errors
+    raise RecordError (a UserError: one line and status 2 through uvmsim/errors.py:run_command)."""
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    env = {}
-    for kv in getattr(args, "env", []) or []:
-        if "=" not in kv or kv.startswith("="):
-            print(f"uvmsim record: error: --env {kv!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        k, v = kv.split("=", 1)
-        env[k] = v
-    try:
-        return record(args.output, cmd, args.passes, lib=args.lib, keep_raw=args.keep_raw,
-                      prefetch_managed=not args.no_prefetch_managed,
-                      uvm_counters=args.uvm_counters, strict=args.strict, inject=args.inject,
-                      overwrite=args.overwrite, notes=args.notes, extra_env=env)
-    except RecordError as e:
-        print(f"uvmsim record: error: {e}", file=sys.stderr)
-        return 2
+    return record(args.output, cmd, args.passes, lib=args.lib, keep_raw=args.keep_raw,
+                  prefetch_managed=not args.no_prefetch_managed,
+                  uvm_counters=args.uvm_counters, strict=args.strict, inject=args.inject,
+                  overwrite=args.overwrite, notes=args.notes,
+                  extra_env=parse_env(getattr(args, "env", None)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.record -o X.uvmtrace -- CMD``."""
     p = argparse.ArgumentParser(prog="uvmsim record", description=__doc__.splitlines()[0])
     configure_parser(p)
-    return run_from_args(p.parse_args(argv))
+    a = p.parse_args(argv)
+    return run_command("record", lambda: run_from_args(a))
 
 
 if __name__ == "__main__":
