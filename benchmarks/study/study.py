@@ -215,8 +215,11 @@ def main() -> int:
     if "trace" in steps:
         have = {r["workload"] for r in V.read_csv(V.RESULTS / "footprints.csv")
                 if r.get("footprint_bytes")}
+        took = {r["workload"]: float(r.get("record_s") or 0)
+                for r in V.read_csv(V.RESULTS / "footprints.csv")}
         todo = [w for w in ws if w["workload"] not in have
                 or not (V.TRACES / f"{w['workload']}.uvmtrace").exists()]
+        todo.sort(key=lambda w: -took.get(w["workload"], 0.0))   # the longest first
 
         def one(w):
             if time.time() - V.T0 + 60 > a.trace_deadline_s:
