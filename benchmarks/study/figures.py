@@ -79,8 +79,9 @@ def main() -> int:
     ct["migrated_bytes"] = ct["htod_bytes"] + ct["dtoh_bytes"]
     on = ct[ct["pca"] == "on"].set_index(["workload", "source", "factor"])
     off = ct[ct["pca"] == "off"].set_index(["workload", "source", "factor"])
-    j = on[["faults", "migrated_bytes"]].join(off[["faults", "migrated_bytes"]],
-                                             lsuffix="_on", rsuffix="_off", how="inner")
+    j = on[["faults", "migrated_bytes"]].merge(off[["faults", "migrated_bytes"]],
+                                              left_index=True, right_index=True,
+                                              suffixes=("_on", "_off"))
     j["faults_on/off"] = j["faults_on"] / j["faults_off"]
     j["bytes_on/off"] = j["migrated_bytes_on"] / j["migrated_bytes_off"]
     show("3. PCA on / off: whole-run faults and migrated bytes (HtoD + DtoH)",
