@@ -35,7 +35,8 @@ echo "native_trace built; $(left) s left"
 ARGS=(--models "${MODELS:-alexnet,resnet50,resnet101,gpt2,bert,whisper}" --pca "${PCA:-on,off}"
       --timeout-s "${TIMEOUT_S:-20}" --jobs "${JOBS:-3}")
 if [[ $STEPS == *,trace,* ]]; then
-  python3 $S/study.py --steps trace "${ARGS[@]}" --trace-deadline-s "${TRACE_S:-$(( $(left) * 45 / 100 ))}"
+  python3 $S/study.py --steps trace "${ARGS[@]}" --out "" \
+    --trace-deadline-s "${TRACE_S:-$(( $(left) * 45 / 100 ))}"   # packed once, at the end
   echo "traces done; $(left) s left"
 fi
 if [[ $STEPS == *,sim,* || $STEPS == *,scaling,* ]] && ! python3 -c "import distributed" 2>/dev/null \

@@ -125,13 +125,21 @@ def row_of(w: dict, r: dict, c: dict | None) -> dict:
 
 def working_sets() -> None:
     """results/working_sets.csv.gz: the per-kernel working sets of the traces present
-    (uvmsim.plot.working_set_table), so the figure needs no traces."""
+    (uvmsim.plot.working_set_table), replacing those traces' rows and keeping the others', so
+    the figure needs no traces."""
+    import pandas as pd
     from uvmsim.plot import working_set_table
     traces = {p.name.removesuffix(".uvmtrace"): p for p in sorted(V.TRACES.glob("*.uvmtrace"))
               if (p / "manifest.json").exists()}
-    if traces:
-        working_set_table(traces).to_csv(RESULTS / "working_sets.csv.gz", index=False)
-        V.log(f"working sets of {len(traces)} traces")
+    if not traces:
+        return
+    path = RESULTS / "working_sets.csv.gz"
+    new = working_set_table(traces)
+    if path.exists():
+        old = pd.read_csv(path)
+        new = pd.concat([old[~old["trace"].isin(list(traces))], new], ignore_index=True)
+    new.sort_values(["trace", "kernel"], kind="stable").to_csv(path, index=False)
+    V.log(f"working sets of {len(traces)} traces")
 
 
 def rebuild() -> None:
