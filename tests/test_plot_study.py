@@ -107,6 +107,9 @@ def test_working_set_per_kernel():
     y = ax.lines[0].get_ydata()
     assert np.allclose(y, np.array([0, 1100, 1100, 0, 1100, 1100]) * 4096 / 2**20)
     assert ax.lines[1].get_ydata()[0] == 16      # the footprint line, MiB
+    # a stored table (results/working_sets.csv.gz) draws the same figure without the trace
+    stored = P.plot_working_set(t.iloc[:3].assign(working_set_bytes=[4096, 8192, 0]))
+    assert np.allclose(stored.axes[0].lines[0].get_ydata(), np.array([1, 2, 0]) * 4096 / 2**20)
 
 
 def test_several_rows_per_point_need_a_choice(sim):

@@ -285,11 +285,12 @@ def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
     return _finish(fig, title, path)
 
 
-def plot_working_set(traces: dict, *, title="Per-kernel working set", path=None):
+def plot_working_set(traces, *, title="Per-kernel working set", path=None):
     """One panel per trace: each kernel's working set (MiB) over the kernel index, and the
-    footprint as a horizontal line (the paper's Figure 5)."""
+    footprint as a horizontal line (the paper's Figure 5). `traces`: {label: trace} or a
+    table made by `working_set_table` (stored results, no traces needed)."""
     _use_agg(path)
-    t = working_set_table(traces)
+    t = traces if isinstance(traces, pd.DataFrame) else working_set_table(traces)
     labels = list(dict.fromkeys(t["trace"]))
     fig, axes = _grid(len(labels))
     for ax, lab in zip(axes, labels):

@@ -32,6 +32,25 @@ COLUMNS = ["trace", "model", "prefetch", "evict", "oversub", "faults", "faults_r
            "iter_compute_ns", "iter_sim_ns", "iter_slowdown", "cell_id", "trace_id"]
 
 
+def study_traces(names: str = "") -> dict[str, str]:
+    """{name: path} of the study traces in benchmarks/study/traces/ (`names`: comma-separated
+    subset; empty: all)."""
+    want = {t for t in names.split(",") if t}
+    traces = {p.name.removesuffix(".uvmtrace"): str(p)
+              for p in sorted((HERE / "traces").glob("*.uvmtrace"))
+              if not want or p.name.removesuffix(".uvmtrace") in want}
+    if not traces:
+        raise SystemExit("no traces in benchmarks/study/traces/: run run_device.sh first")
+    return traces
+
+
+def study_sweep(traces: dict[str, str], factors=FACTORS, **kw):
+    """The study's grid (factors x PREFETCH x lru2m x MODELS, iterations marked by
+    ``spin_kernel``) over `traces`; `kw` goes to uvmsim.sweep (jobs, executor, out, ...)."""
+    return sweep(traces, oversub=[float(f) for f in factors], prefetch=PREFETCH,
+                 evict=("lru2m",), model=list(MODELS), segment="spin_kernel", **kw)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="", help="comma-separated names (default: all)")
@@ -42,16 +61,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "sim"))
     ap.add_argument("--table", default=str(HERE / "results" / "sim_runs.csv"))
     a = ap.parse_args()
-    want = {t for t in a.traces.split(",") if t}
-    traces = {p.name.removesuffix(".uvmtrace"): str(p)
-              for p in sorted((HERE / "traces").glob("*.uvmtrace"))
-              if not want or p.name.removesuffix(".uvmtrace") in want}
-    if not traces:
-        raise SystemExit("no traces in benchmarks/study/traces/: run run_device.sh first")
+    traces = study_traces(a.traces)
     t0 = time.time()
-    df = sweep(traces, oversub=[float(x) for x in a.factors.split(",")], prefetch=PREFETCH,
-               evict=("lru2m",), model=list(MODELS), segment="spin_kernel", jobs=a.jobs,
-               executor=a.executor, scheduler=a.scheduler, out=a.out)
+    df = study_sweep(traces, a.factors.split(","), jobs=a.jobs, executor=a.executor,
+                     scheduler=a.scheduler, out=a.out)
     took = time.time() - t0
     if a.table:
         df[[c for c in COLUMNS if c in df.columns]].to_csv(a.table, index=False)

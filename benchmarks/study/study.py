@@ -6,7 +6,9 @@ off (docs/study-dl-oversubscription.md). It reuses the validation suite's machin
         [--plan t1,t1.5,c1.5,...] [--deadline-s S] [--out DIR] [--rebuild]
 
 * ``trace``: `uvmsim record` of each workload (``<model>_<pca>``) into benchmarks/study/traces/
-  (git-ignored; large), ``--jobs`` at a time, and its footprint into results/footprints.csv.
+  (git-ignored; large), ``--jobs`` at a time, the longest first, its footprint into
+  results/detail/footprints.csv, and the per-kernel working sets of all traces present into
+  results/working_sets.csv.gz.
 * ``real``: `uvmsim run` of each workload in the rounds of ``--plan``: ``t<F>`` is a timing run
   (without CUPTI's counters, which slow thrashing programs down) of every workload at factor F,
   ``c<F>`` a counter run (faults and bytes) of every workload whose timing run at F finished in
@@ -121,6 +123,25 @@ def row_of(w: dict, r: dict, c: dict | None) -> dict:
     return row
 
 
+def working_sets() -> None:
+    """results/working_sets.csv.gz: the per-kernel working sets of the traces present
+    (uvmsim.plot.working_set_table), replacing those traces' rows and keeping the others', so
+    the figure needs no traces."""
+    import pandas as pd
+    from uvmsim.plot import working_set_table
+    traces = {p.name.removesuffix(".uvmtrace"): p for p in sorted(V.TRACES.glob("*.uvmtrace"))
+              if (p / "manifest.json").exists()}
+    if not traces:
+        return
+    path = RESULTS / "working_sets.csv.gz"
+    new = working_set_table(traces)
+    if path.exists():
+        old = pd.read_csv(path)
+        new = pd.concat([old[~old["trace"].isin(list(traces))], new], ignore_index=True)
+    new.sort_values(["trace", "kernel"], kind="stable").to_csv(path, index=False)
+    V.log(f"working sets of {len(traces)} traces")
+
+
 def rebuild() -> None:
     """results/real_runs.csv again from the run JSONs (after a change of columns)."""
     path = RESULTS / "real_runs.csv"
@@ -215,8 +236,11 @@ def main() -> int:
     if "trace" in steps:
         have = {r["workload"] for r in V.read_csv(V.RESULTS / "footprints.csv")
                 if r.get("footprint_bytes")}
+        took = {r["workload"]: float(r.get("record_s") or 0)
+                for r in V.read_csv(V.RESULTS / "footprints.csv")}
         todo = [w for w in ws if w["workload"] not in have
                 or not (V.TRACES / f"{w['workload']}.uvmtrace").exists()]
+        todo.sort(key=lambda w: -took.get(w["workload"], 0.0))   # the longest first
 
         def one(w):
             if time.time() - V.T0 + 60 > a.trace_deadline_s:
@@ -225,6 +249,7 @@ def main() -> int:
             V.do_trace(w, a.trace_deadline_s)
         with ThreadPoolExecutor(a.jobs) as ex:
             list(ex.map(one, todo))
+        working_sets()
     if "real" in steps:
         rows = V.read_csv(RESULTS / "real_runs.csv")
         have = {r["workload"] for r in V.read_csv(V.RESULTS / "footprints.csv")
