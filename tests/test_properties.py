@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 import uvmsim
-from uvmsim.engine.compact import engine_arrays
+from uvmsim.engine.arrays import engine_arrays
 from uvmsim.engine.state import RES
 
 from strategies import build, n_ops, programs, programs_v11

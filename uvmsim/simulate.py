@@ -11,7 +11,7 @@ import numpy as np
 from .config import (AC_THRESHOLD_DEFAULTS, THRASHING_DEFAULTS, Hardware, Model,  # noqa: F401
                      capacity_chunks as _capacity, get_model, get_translation)
 from .engine.build import engine_for
-from .engine.compact import engine_arrays
+from .engine.arrays import engine_arrays
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
@@ -157,7 +157,7 @@ class Prepared:
     """
 
     trace: Trace
-    arrays: Any           # the arrays the replay runs on (uvmsim.engine.compact)
+    arrays: Any           # the arrays the replay runs on (uvmsim.engine.arrays)
     pf: Any
     ev: Any
     pst: tuple
@@ -218,7 +218,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     fault_batch_size = m.fault_batch_size
     cap = _capacity(trace.peak_blocks, oversub=oversub, capacity_bytes=capacity_bytes,
                     capacity_chunks=capacity_chunks)
-    # only the blocks the trace touches get engine state (uvmsim.engine.compact)
+    # only the blocks the trace touches get engine state (uvmsim.engine.arrays)
     T = engine_arrays(trace)
     check_model_trace(m, T)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
