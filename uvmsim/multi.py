@@ -59,6 +59,9 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
     off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
     ten_ev, k_off, ranks, vbases = [0], [0], [], []
     for i, tr in enumerate(traces):
+        if tr.rows is not None:
+            raise ConfigError(f"tenant {i}: a streamed trace replays alone (load it in "
+                              "memory to share a GPU)")
         T = engine_arrays(tr)
         sh = {"a_page_off": off["p"], "a_block_off": off["b"], "page_block": off["b"],
               "b_alloc": off["a"], "b_page0": off["p"], "seg_alloc": off["a"],
