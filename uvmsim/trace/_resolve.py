@@ -70,12 +70,13 @@ def _live_remove(live, n_live, a):
 
 @njit(cache=True)
 def walk_events(ev_op, ev_alloc, ev_addr, ev_size, a_base, a_end, a_host, a_first_page,
-                a_page_off, a_nblocks, is_range_op):
+                a_nblocks, is_range_op):
     """Check alloc/free order and overlap; clip range events to live allocations.
 
     Returns (err, err_event, err_other_alloc, seg_start[n_ev+1], seg_alloc, seg_first,
-    seg_last, peak_blocks). Segments are dense page ranges, inclusive, one per (event,
-    allocation) overlap, in address order.
+    seg_last, peak_blocks). Segments are page ranges, inclusive and counted from their
+    allocation's first page, one per (event, allocation) overlap, in address order;
+    peak_blocks counts reserved 2 MiB windows of live non-host allocations.
     """
     n_ev = ev_op.size
     n_alloc = a_base.size
@@ -132,8 +133,8 @@ def walk_events(ev_op, ev_alloc, ev_addr, ev_size, a_base, a_end, a_host, a_firs
                     seg_first = _grow(seg_first, cap)
                     seg_last = _grow(seg_last, cap)
                 seg_alloc[n_seg] = a
-                seg_first[n_seg] = a_page_off[a] + (b >> 12) - a_first_page[a]
-                seg_last[n_seg] = a_page_off[a] + ((t - 1) >> 12) - a_first_page[a]
+                seg_first[n_seg] = (b >> 12) - a_first_page[a]
+                seg_last[n_seg] = ((t - 1) >> 12) - a_first_page[a]
                 n_seg += 1
                 i += 1
     seg_start[n_ev] = n_seg

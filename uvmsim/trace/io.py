@@ -11,8 +11,8 @@ import json
 import os
 import shutil
 import tempfile
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
@@ -437,7 +437,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         range_mask[OP_CODE[o]] = True
     err, e, other, seg_start, seg_alloc, seg_first, seg_last, peak = R.walk_events(
         op, ev_alloc, addr.astype(np.int64), esize.astype(np.int64), base, end, host,
-        first_page, np.zeros(len(aid), np.int64), nblocks, range_mask)
+        first_page, nblocks, range_mask)
     if err == R.E_DOUBLE_ALLOC:
         raise TraceFormatError(f"alloc_id {aid[ev_alloc[e]]} is allocated twice", file=fe,
                                column="alloc_id", row=int(e))
