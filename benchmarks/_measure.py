@@ -76,7 +76,7 @@ def evict_cost(tr, r, a, repeat: int = 20) -> dict:
     from numba import njit
 
     from uvmsim.engine.build import engine_for
-    from uvmsim.engine.compact import engine_arrays
+    from uvmsim.engine.arrays import engine_arrays
     from uvmsim.engine.state import EngineState, S_NFREE, engine_trace
     from uvmsim.policies import get_evict, get_prefetch
 

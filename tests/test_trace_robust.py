@@ -93,14 +93,29 @@ def test_range_events_beyond_2_62_are_rejected(col, value, named):
     rejects("beyond 2\\*\\*62", column=named, row=r, events=t)
 
 
-def test_allocation_spans_are_summed_without_overflow():
-    al = tables()["allocations"]
-    big = pd.DataFrame(dict(alloc_id=np.arange(1, 5, dtype=np.uint32),
-                            base=np.full(4, 0x1000, np.uint64),
-                            size=np.full(4, (1 << 62) - 0x2000, np.uint64),
-                            kind="managed", name=None))
-    al = pd.concat([al, big], ignore_index=True)
-    rejects("at most 2\\*\\*31", column="size", allocations=al)
+def _with_reservations(n: int, size: int) -> pd.DataFrame:
+    """The allocations table plus n rows of `size` bytes at 0x1000 that no event allocates."""
+    big = pd.DataFrame(dict(alloc_id=np.arange(1, n + 1, dtype=np.uint32),
+                            base=np.full(n, 0x1000, np.uint64),
+                            size=np.full(n, size, np.uint64), kind="managed", name=None))
+    return pd.concat([tables()["allocations"], big], ignore_index=True)
+
+
+def test_huge_reservations_cost_nothing_until_touched():
+    """Four rows of almost 2**62 bytes (2**43 pages in all) are valid: never allocated,
+    they get no block and change no count."""
+    t = tables()
+    t["allocations"] = _with_reservations(4, (1 << 62) - 0x2000)
+    a, b = trace_from_tables(**tables()), trace_from_tables(**t)
+    assert b.arrays.b_alloc.size == a.arrays.b_alloc.size == 2
+    assert b.arrays.a_nblocks.tolist() == [2, 0, 0, 0, 0]
+    assert counts(a) == counts(b)
+
+
+def test_block_keys_cannot_overflow():
+    # 2**21 + 1 rows of 2**41 blocks each reserve more than 2**62 blocks in all
+    al = _with_reservations((1 << 21) + 1, (1 << 62) - 0x2000)
+    rejects("2\\*\\*62 or more", column="size", allocations=al)
 
 
 def test_duplicate_column_is_named():

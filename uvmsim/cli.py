@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the summary as one JSON object on stdout, nothing else")
     p.add_argument("--kernels-out", metavar="FILE",
                    help="also write the per-kernel table (.parquet or .csv)")
+    p.add_argument("--stream", action="store_true",
+                   help="keep the access rows on disk: read them again kernel by kernel "
+                        "while replaying (same counts; for traces larger than memory; "
+                        "docs/performance.md)")
 
     p = sub.add_parser("sweep", help="replay traces over models, policies and factors; "
                                      "table, resumable Parquet dataset, plot")
@@ -286,7 +290,7 @@ def _write_table(df, path: str) -> None:
 def cmd_replay(a: argparse.Namespace) -> int:
     from .simulate import simulate
     from .trace import load_trace
-    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, stream=a.stream)
     r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                  evict=a.evict, prefetch_params=_kv(a.prefetch_param),
                  evict_params=_kv(a.evict_param), **_mechanisms(a))

@@ -28,7 +28,7 @@ from .config import Hardware, Model, capacity_chunks as _capacity, get_model, ge
 from .engine.build import engine_for
 from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
 from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
-from .engine.compact import engine_arrays
+from .engine.arrays import engine_arrays
 from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
@@ -53,12 +53,15 @@ class Merged:
 
 
 def merge_traces(traces: Sequence[Trace]) -> Merged:
-    """Concatenate tenants' engine arrays (uvmsim.engine.compact), shifting allocation, page, block, kernel, row and
+    """Concatenate tenants' engine arrays (uvmsim.engine.arrays), shifting allocation, page, block, kernel, row and
     segment indices so the engine replays them as one address space of disjoint tenants."""
     parts: dict[str, list[np.ndarray]] = {f: [] for f in TraceArrays._fields}
     off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
     ten_ev, k_off, ranks, vbases = [0], [0], [], []
     for i, tr in enumerate(traces):
+        if tr.rows is not None:
+            raise ConfigError(f"tenant {i}: a streamed trace replays alone (load it in "
+                              "memory to share a GPU)")
         T = engine_arrays(tr)
         sh = {"a_page_off": off["p"], "a_block_off": off["b"], "page_block": off["b"],
               "b_alloc": off["a"], "b_page0": off["p"], "seg_alloc": off["a"],

@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from . import stream
 from .config import (AC_THRESHOLD_DEFAULTS, THRASHING_DEFAULTS, Hardware, Model,  # noqa: F401
                      capacity_chunks as _capacity, get_model, get_translation)
 from .engine.build import engine_for
-from .engine.compact import engine_arrays
+from .engine.arrays import engine_arrays
 from .engine.state import engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
@@ -129,7 +130,12 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
         raise ConfigError("remote/advise are not yet modelled with translation on")
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
-    if run.translation is None:
+    if run.lazy is not None:
+        if run.translation is not None:
+            raise ConfigError("a streamed trace replays without translation (load it in "
+                              "memory)")
+        stream.replay(eng, run, run.lazy, engine_trace)
+    elif run.translation is None:
         eng.replay(run.pst, run.est, S, engine_trace(T), run.fault_batch_size)
     else:
         # the clocked replay with one tenant: rows spread over kernels, walks queue (the
@@ -157,7 +163,7 @@ class Prepared:
     """
 
     trace: Trace
-    arrays: Any           # the arrays the replay runs on (uvmsim.engine.compact)
+    arrays: Any           # the arrays the replay runs on (uvmsim.engine.arrays)
     pf: Any
     ev: Any
     pst: tuple
@@ -169,6 +175,7 @@ class Prepared:
     features: np.ndarray
     state: Any
     config: dict[str, Any]
+    lazy: Any = None      # the row arrays of a streamed trace (uvmsim.stream.LazyRows)
 
     def result(self, keep_state: bool = False) -> Result:
         """The Result of the replay once the state holds its counts."""
@@ -218,16 +225,20 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     fault_batch_size = m.fault_batch_size
     cap = _capacity(trace.peak_blocks, oversub=oversub, capacity_bytes=capacity_bytes,
                     capacity_chunks=capacity_chunks)
-    # only the blocks the trace touches get engine state (uvmsim.engine.compact)
+    # only the blocks the trace touches get engine state (uvmsim.engine.arrays)
     T = engine_arrays(trace)
+    streamed = trace.rows is not None
+    lazy = None
+    if streamed:  # row arrays the replay fills as it reads the file (uvmsim/stream.py)
+        T, lazy = stream.stream_arrays(trace, T)
     check_model_trace(m, T)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     n_pages = int(T.page_block.size)
     n_blocks = int(T.b_alloc.size)
     pool = chunk_pool(T, cap)
-    pst = (pf.init or empty_state)(PolicyContext(pool, n_blocks, n_pages, T, pf_params, seed))
-    est = (ev.init or empty_state)(PolicyContext(pool, n_blocks, n_pages, T, ev_params, seed))
+    pst = _init(pf, PolicyContext(pool, n_blocks, n_pages, T, pf_params, seed), streamed)
+    est = _init(ev, PolicyContext(pool, n_blocks, n_pages, T, ev_params, seed), streamed)
     tr = get_translation(translation)
     fv = feature_vector(m)
     S = new_state(n_pages, n_blocks, pool, trace.n_kernels, fault_batch_size,
@@ -242,4 +253,13 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "slices": m.slices, "host_access": m.host_access,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
-    return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config)
+    if streamed:
+        config["stream"] = True
+    return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config,
+                    lazy)
+
+
+def _init(policy, ctx: PolicyContext, streamed: bool) -> tuple:
+    if policy.init is None:
+        return empty_state(ctx)
+    return stream.policy_init(policy, ctx, streamed)

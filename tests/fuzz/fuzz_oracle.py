@@ -96,8 +96,8 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
         if a["kind"] not in KINDS:
             raise Invalid("kind")
         amap[a["alloc_id"]] = a
-    if sum((a["base"] + a["size"] - 1) // 4096 - a["base"] // 4096 + 1 for a in allocs) >= 2**31:
-        raise Invalid("too many pages")
+    if sum((a["base"] + a["size"] - 1) // 2**21 - a["base"] // 2**21 + 1 for a in allocs) >= 2**62:
+        raise Invalid("too many reserved blocks")
     kmap = {}
     for k in kernels:
         if k["kernel_id"] in kmap:
@@ -110,6 +110,8 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
         kmap[k["kernel_id"]] = k
 
     live: dict[int, tuple[int, int]] = {}
+    # (alloc_id, first, last 2 MiB window) reached by a range event or an access row
+    touched: list[tuple[int, int, int]] = []
     state: dict[int, str] = {}
     seen_kernels: list[int] = []
     live_at_kernel: dict[int, list[tuple[int, int]]] = {}
@@ -143,7 +145,7 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
             if kid is None or kid not in kmap or kid in live_at_kernel:
                 raise Invalid("kernel event")
             seen_kernels.append(kid)
-            live_at_kernel[kid] = sorted(live.values())
+            live_at_kernel[kid] = sorted((b, t, aid) for aid, (b, t) in live.items())
         elif op in RANGE:
             if e["addr"] is None or e["size"] is None:
                 raise Invalid("range needs addr/size")
@@ -157,6 +159,10 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
             if op == "host_access" and (e["size"] == 0 or
                                         (arg is not None and arg not in HOST_ACCESS_ARGS)):
                 raise Invalid("host_access")
+            lo, hi = e["addr"], e["addr"] + e["size"]
+            for aid, (b, t) in live.items():
+                if b < hi and lo < t and lo < hi:
+                    touched.append((aid, max(lo, b) // 2**21, (min(hi, t) - 1) // 2**21))
     if set(seen_kernels) != set(kmap):
         raise Invalid("kernel without event")
 
@@ -185,8 +191,9 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
         if prev_key is not None and key <= prev_key:
             raise Invalid("rows unsorted or duplicate")
         prev_key = key
-        inside = any(b < (page + 1) * 4096 and page * 4096 < t for b, t in live_at_kernel[kid])
-        if not inside:
+        owner = [aid for b, t, aid in live_at_kernel[kid] if b < (page + 1) * 4096 and
+                 page * 4096 < t]
+        if not owner:
             if drop_out_of_range:
                 dropped += 1
                 continue
@@ -194,4 +201,27 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
         if (r, page) in pages_seen:
             raise Invalid("duplicate page")
         pages_seen.add((r, page))
+        touched.append((owner[0], page // 512, page // 512))  # the lowest-base owner
+    if _touched_pages(touched, amap) >= 2**31:
+        raise Invalid("too many touched pages")
     return dropped
+
+
+def _touched_pages(touched: list[tuple[int, int, int]], amap: dict) -> int:
+    """Pages of the 2 MiB windows of each allocation that are reached (at most 2**22
+    windows and fewer than 2**31 pages are supported)."""
+    pages = windows = 0
+    for aid in {t[0] for t in touched}:
+        a = amap[aid]
+        first, last = a["base"] // 4096, (a["base"] + a["size"] - 1) // 4096
+        spans = sorted((w0, w1) for x, w0, w1 in touched if x == aid)
+        merged: list[list[int]] = []
+        for w0, w1 in spans:
+            if merged and w0 <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], w1)
+            else:
+                merged.append([w0, w1])
+        for w0, w1 in merged:
+            windows += w1 - w0 + 1
+            pages += min(last, w1 * 512 + 511) - max(first, w0 * 512) + 1
+    return pages if windows <= 2**22 else 2**31

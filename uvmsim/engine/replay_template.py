@@ -480,10 +480,17 @@ def free_alloc(est, S, T, a):
 @_jit
 def replay(pst, est, S, T, batch_size):
     """Replay every event in program order; counts and times accumulate in S."""
+    return replay_span(pst, est, S, T, batch_size, 0, T.ev_op.size, 0)
+
+
+@_jit
+def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
+    """Replay events e0..e1-1; `tick` is the row count of the kernels before e0. Every state
+    lives in S and the policies' tuples, so consecutive spans replay like one `replay` (a
+    streamed trace is replayed span by span, uvmsim/stream.py)."""
     n_k = T.k_row_start.size - 1
     outside = n_k
-    tick = 0
-    for e in range(T.ev_op.size):
+    for e in range(e0, e1):
         op = T.ev_op[e]
         if op == OP_KERNEL:
             k = T.ev_kernel[e]

@@ -29,6 +29,9 @@ def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
     silently different answer.
     """
     run = prepare(trace, **kwargs)
+    if run.lazy is not None:
+        raise ConfigError("the reference model replays traces in memory (load without "
+                          "stream=True)")
     if run.model.remote is not None or run.model.advise:
         raise ConfigError("the reference model does not model remote/advise yet")
     T = run.arrays

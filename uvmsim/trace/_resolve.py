@@ -26,6 +26,8 @@ E_UNKNOWN_KERNEL = 16
 E_SLICES_ZERO = 17
 E_NO_NSLICES = 18
 E_SLICES_RANGE = 19
+E_TOO_MANY_BLOCKS = 20
+E_GROW = 21  # not an error: resolve_rows needs more block slots
 
 # Pages at or above this are outside every allocation (io.py rejects addresses >= 2**62).
 PAGE_LIMIT = 1 << 50
@@ -68,12 +70,13 @@ def _live_remove(live, n_live, a):
 
 @njit(cache=True)
 def walk_events(ev_op, ev_alloc, ev_addr, ev_size, a_base, a_end, a_host, a_first_page,
-                a_page_off, a_nblocks, is_range_op):
+                a_nblocks, is_range_op):
     """Check alloc/free order and overlap; clip range events to live allocations.
 
     Returns (err, err_event, err_other_alloc, seg_start[n_ev+1], seg_alloc, seg_first,
-    seg_last, peak_blocks). Segments are dense page ranges, inclusive, one per (event,
-    allocation) overlap, in address order.
+    seg_last, peak_blocks). Segments are page ranges, inclusive and counted from their
+    allocation's first page, one per (event, allocation) overlap, in address order;
+    peak_blocks counts reserved 2 MiB windows of live non-host allocations.
     """
     n_ev = ev_op.size
     n_alloc = a_base.size
@@ -130,8 +133,8 @@ def walk_events(ev_op, ev_alloc, ev_addr, ev_size, a_base, a_end, a_host, a_firs
                     seg_first = _grow(seg_first, cap)
                     seg_last = _grow(seg_last, cap)
                 seg_alloc[n_seg] = a
-                seg_first[n_seg] = a_page_off[a] + (b >> 12) - a_first_page[a]
-                seg_last[n_seg] = a_page_off[a] + ((t - 1) >> 12) - a_first_page[a]
+                seg_first[n_seg] = (b >> 12) - a_first_page[a]
+                seg_last[n_seg] = ((t - 1) >> 12) - a_first_page[a]
                 n_seg += 1
                 i += 1
     seg_start[n_ev] = n_seg
@@ -147,36 +150,90 @@ def _grow(a, cap):
 
 # Indices into the persistent scalar state of resolve_rows.
 S_PREV_RANK, S_PREV_ORDER, S_PREV_PAGE, S_CURSOR, S_NLIVE, S_OUT, S_DROPPED, S_PREV_KID, \
-    S_CACHE, S_ROW, S_RANK_OF_PREV_KID = range(11)
+    S_CACHE, S_NSLOTS, S_RANK_OF_PREV_KID = range(11)
 N_STATE = 11
 
+# Rows are numbered by block slot: a 2 MiB window of one allocation gets the next slot when
+# a row first reaches it, and a row's page is written as slot * 512 + window position. The
+# slots, and the tables that find them, grow with the blocks the rows touch (never with the
+# bytes an allocation reserves); finish_pages renumbers them densely once every row is seen.
+# int32 holds slot * 512 + 511 for slots below 2**22 (8 TiB touched).
+MAX_SLOTS = 1 << 22
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
-def new_row_state(n_alloc: int, n_dense_pages: int, n_kernels: int):
-    """Fresh state for resolve_rows over one trace."""
-    st = np.zeros(N_STATE, np.int64)
-    st[S_PREV_RANK] = -1
-    st[S_PREV_KID] = -1
-    st[S_CACHE] = -1
-    live = np.empty(n_alloc + 1, np.int64)
-    # one bit per dense page: touched by the current kernel (cleared when it ends); an
-    # eighth of a byte per page stays in cache where an int32 stamp per page would not
-    seen = np.zeros((n_dense_pages >> 3) + 1, np.uint8)
-    k_row_start = np.zeros(n_kernels + 1, np.int64)
-    return st, live, seen, k_row_start
+
+class RowState:
+    """State of resolve_rows between batches: scalars, the live allocations, kernel row
+    starts, and the block slots (hash table from block key to slot, each slot's key, the
+    kernel that last touched it, and one bit per window position: touched by that kernel)."""
+
+    def __init__(self, n_alloc: int, n_kernels: int, slots: int = 64):
+        self.st = np.zeros(N_STATE, np.int64)
+        self.st[S_PREV_RANK] = -1
+        self.st[S_PREV_KID] = -1
+        self.st[S_CACHE] = -1
+        self.live = np.empty(n_alloc + 1, np.int64)
+        self.k_row_start = np.zeros(n_kernels + 1, np.int64)
+        self._alloc_slots(slots)
+
+    def _alloc_slots(self, slots: int) -> None:
+        self.h_key = np.full(2 * slots, -1, np.int64)  # load factor <= 1/2
+        self.h_slot = np.zeros(2 * slots, np.int64)
+        self.slot_key = np.empty(slots, np.int64)
+        self.slot_stamp = np.full(slots, -1, np.int64)
+        self.seen = np.zeros(slots * 64, np.uint8)
+
+    def grow(self) -> None:
+        """Double the slot capacity (resolve_rows returned E_GROW)."""
+        n = int(self.st[S_NSLOTS])
+        key, stamp, seen = self.slot_key, self.slot_stamp, self.seen
+        self._alloc_slots(2 * key.size)
+        self.slot_key[:n] = key[:n]
+        self.slot_stamp[:n] = stamp[:n]
+        self.seen[:n * 64] = seen[:n * 64]
+        _rehash(self.h_key, self.h_slot, self.slot_key, n)
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.st[S_NSLOTS])
 
 
 @njit(cache=True)
-def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
-                 ev_op, ev_alloc, a_base, a_end, a_first_page, a_last_page, a_page_off,
-                 b_kid, b_page, b_flags, b_count, b_order, b_slices, nslices_by_rank, drop,
-                 out_page, out_flags, out_count, out_slices):
-    """Validate one batch of access rows and append them as dense pages to the outputs.
+def _hash_find(h_key, key):
+    """Position of key in the open-addressing table, or of the empty entry it would take."""
+    mask = h_key.size - 1
+    i = np.int64((np.uint64(key) * _HASH_MUL) >> np.uint64(40)) & mask
+    while h_key[i] != key and h_key[i] != -1:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True)
+def _rehash(h_key, h_slot, slot_key, n):
+    for s in range(n):
+        i = _hash_find(h_key, slot_key[s])
+        h_key[i] = slot_key[s]
+        h_slot[i] = s
+
+
+@njit(cache=True)
+def resolve_rows(st, live, k_row_start, h_key, h_slot, slot_key, slot_stamp, seen,
+                 kid_sorted, kid_rank, k_event, ev_op, ev_alloc, a_base, a_end, a_first_page,
+                 a_last_page, a_block0, b_kid, b_page, b_flags, b_count, b_order, b_slices,
+                 nslices_by_rank, drop, out0, out_page, out_flags, out_count, out_slices):
+    """Validate one batch of access rows and append them, as slot pages (see MAX_SLOTS),
+    to the outputs.
 
     `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
-    nslices_by_rank and out_slices are unused). Returns (err, row_in_batch, detail): detail
-    is the kernel rank, the row's page or the kernel's n_slices. State lives in
-    st/live/seen/k_row_start between batches; the caller sized the outputs for every row
-    (io.py checks each batch against them), and every index below is checked before use.
+    nslices_by_rank and out_slices are unused). Output row i (counted over the whole trace)
+    goes to out_*[i - out0]: out0 is 0 when the outputs hold every row, the first row of
+    the batch when they hold one batch. `a_block0[a]` is allocation a's first block key
+    minus its first window, so a page's block key is a_block0[a] + (page >> 9). Returns
+    (err, row_in_batch, detail): detail is the kernel rank, the row's page or the kernel's
+    n_slices. E_GROW means the slots are full: the caller grows them (RowState.grow) and
+    calls again from that row, which is not consumed. State lives in st and the arrays
+    between batches; the caller sized the outputs for the rows (io.py checks each batch
+    against them), and every index below is checked before use.
     """
     has_slices = b_slices.size > 0
     n_live = st[S_NLIVE]
@@ -189,13 +246,20 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
     pp = st[S_PREV_PAGE]
     cursor = st[S_CURSOR]
     dropped = st[S_DROPPED]
+    n_slots = st[S_NSLOTS]
+    cap = slot_key.size
     n_k = kid_sorted.size
     # the cached allocation's page range, so a hit costs two compares
     c_lo = np.int64(0)
     c_hi = np.int64(-1)
+    c_b0 = np.int64(0)
     if cache >= 0:
         c_lo = a_first_page[cache]
         c_hi = a_last_page[cache]
+        c_b0 = a_block0[cache]
+    # the last row's block key and slot (rows of a kernel mostly stay in one block)
+    last_key = np.int64(-1)
+    last_slot = np.int64(0)
     err = OK
     err_row = -1
     detail = np.int64(0)
@@ -218,9 +282,6 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
             if rank <= prev_rank:
                 err, err_row, detail = E_UNSORTED_KERNEL, r, rank
                 break
-            if prev_rank >= 0:  # forget the previous kernel's pages
-                for j in range(k_row_start[prev_rank], out):
-                    seen[out_page[j] >> 3] = 0
             for q in range(prev_rank + 1, rank + 1):
                 k_row_start[q] = out
             # replay alloc/free up to this kernel's event so the live set is the one it saw
@@ -236,6 +297,7 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
             cursor = end + 1
             cache = -1
             c_lo, c_hi = np.int64(0), np.int64(-1)
+            last_key = -1
             prev_rank = rank
             po = -1
             pp = -1
@@ -267,12 +329,12 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
             if order == po and key == pp:
                 err = E_DUPLICATE
             break
-        po = order
-        pp = key
         if page < 0 or page >= PAGE_LIMIT:
             # beyond every allocation (addresses stop at 2**62), and page << 12 below would
             # wrap: decide here, before any arithmetic on it
             if drop:
+                po = order
+                pp = key
                 dropped += 1
                 continue
             err, err_row, detail = E_OUT_OF_RANGE, r, page
@@ -288,25 +350,50 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
                 cache = a
                 c_lo = a_first_page[a]
                 c_hi = a_last_page[a]
+                c_b0 = a_block0[a]
         if a < 0:
             if drop:
+                po = order
+                pp = key
                 dropped += 1
                 continue
             err, err_row, detail = E_OUT_OF_RANGE, r, page
             break
-        # a_first_page[a] <= page <= a_last_page[a] here, so d indexes this allocation's
-        # dense pages
-        d = a_page_off[a] + page - a_first_page[a]
+        # a_first_page[a] <= page <= a_last_page[a] here, so the key names one of this
+        # allocation's blocks
+        bkey = c_b0 + (page >> 9)
+        if bkey != last_key:
+            i = _hash_find(h_key, bkey)
+            if h_key[i] == bkey:
+                slot = h_slot[i]
+            else:
+                if n_slots == cap:
+                    err, err_row = (E_TOO_MANY_BLOCKS if cap >= MAX_SLOTS else E_GROW), r
+                    break
+                slot = n_slots
+                n_slots += 1
+                h_key[i] = bkey
+                h_slot[i] = slot
+                slot_key[slot] = bkey
+            if slot_stamp[slot] != rank:  # first row of this kernel in the block
+                slot_stamp[slot] = rank
+                seen[slot * 64:slot * 64 + 64] = 0
+            last_key = bkey
+            last_slot = slot
+        d = (last_slot << 9) + (page & 511)
         bit = np.uint8(1 << (d & 7))
         if seen[d >> 3] & bit:
             err, err_row, detail = E_DUPLICATE, r, page
             break
         seen[d >> 3] |= bit
-        out_page[out] = d
-        out_flags[out] = fl
-        out_count[out] = b_count[r]
+        po = order
+        pp = key
+        o = out - out0
+        out_page[o] = d
+        out_flags[o] = fl
+        out_count[o] = b_count[r]
         if has_slices:
-            out_slices[out] = b_slices[r]
+            out_slices[o] = b_slices[r]
         out += 1
     st[S_NLIVE] = n_live
     st[S_OUT] = out
@@ -318,6 +405,7 @@ def resolve_rows(st, live, seen, k_row_start, kid_sorted, kid_rank, k_event,
     st[S_PREV_PAGE] = pp
     st[S_CURSOR] = cursor
     st[S_DROPPED] = dropped
+    st[S_NSLOTS] = n_slots
     return err, err_row, detail
 
 
@@ -327,3 +415,12 @@ def finish_rows(st, k_row_start):
     n_k = k_row_start.size - 1
     for q in range(st[S_PREV_RANK] + 1, n_k + 1):
         k_row_start[q] = st[S_OUT]
+
+
+@njit(cache=True)
+def slot_pages_to_dense(pages, slot_page0):
+    """Renumber slot pages (slot * 512 + window position) as dense pages: slot_page0[s] is
+    the dense page of slot s's window position 0 (io.py builds it for every slot)."""
+    for i in range(pages.size):
+        d = pages[i]
+        pages[i] = slot_page0[d >> 9] + (d & 511)

@@ -11,8 +11,9 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -270,7 +271,10 @@ def _codes(values: pd.Series, vocab: Mapping[str, int], file: str, column: str,
 def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
            batches: Iterator[pa.RecordBatch], n_rows: int, names: dict[str, str],
            manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None,
-           has_slices: bool = False) -> Trace:
+           has_slices: bool = False, reread: Any = None) -> Trace:
+    """Check the tables and resolve the access rows into a Trace. With `reread` (a function
+    that returns the access batches again, from the start) the rows are checked but not
+    kept: the Trace streams them from the file at replay (RowSource)."""
     fa, fe, fk, fx = names[ALLOCATIONS], names[EVENTS], names[KERNELS], names[ACCESSES]
     alloc = alloc_t.to_pandas()
     events = events_t.to_pandas()
@@ -295,17 +299,15 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     end = base + size.astype(np.int64)
     first_page = base >> 12
     last_page = (end - 1) >> 12
-    npages = last_page - first_page + 1
     nblocks = (last_page >> 9) - (first_page >> 9) + 1
-    # each allocation spans < 2**50 pages and there are < 2**32 of them, so the sum fits
-    # uint64 even before the check; the dense page index is int32 in the engine
-    n_pages = int(npages.astype(np.uint64).sum())
-    if n_pages >= 2**31:
-        raise TraceFormatError(f"allocations span {n_pages} pages; at most 2**31 supported",
-                               file=fa, column="size")
-    page_off = np.concatenate([[0], np.cumsum(npages)[:-1]]).astype(np.int64)
+    # Blocks are keyed by their place in the allocations' reserved windows (allocation
+    # order, then address), but only the blocks the trace touches get a dense index and
+    # state (_dense_maps): a reservation costs nothing until it is used. Each allocation
+    # spans < 2**41 windows, so only an absurd number of huge rows could overflow the keys.
+    if float(nblocks.sum(dtype=np.float64)) >= 2.0**62:
+        raise TraceFormatError("allocations reserve 2**62 or more 2 MiB blocks in all; not "
+                               "supported", file=fa, column="size")
     block_off = np.concatenate([[0], np.cumsum(nblocks)[:-1]]).astype(np.int64)
-    n_blocks = int(nblocks.sum())
     host = kind == KIND_HOST
 
     # kernels
@@ -435,7 +437,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         range_mask[OP_CODE[o]] = True
     err, e, other, seg_start, seg_alloc, seg_first, seg_last, peak = R.walk_events(
         op, ev_alloc, addr.astype(np.int64), esize.astype(np.int64), base, end, host,
-        first_page, page_off, nblocks, range_mask)
+        first_page, nblocks, range_mask)
     if err == R.E_DOUBLE_ALLOC:
         raise TraceFormatError(f"alloc_id {aid[ev_alloc[e]]} is allocated twice", file=fe,
                                column="alloc_id", row=int(e))
@@ -450,79 +452,311 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             f"{aid[other]} [{base[other]:#x}, {end[other]:#x})", file=fe, column="alloc_id",
             row=int(e))
 
-    # dense page and block maps
-    page_alloc = np.repeat(np.arange(len(aid), dtype=np.int64), npages)
-    vpage = first_page[page_alloc] + (np.arange(n_pages, dtype=np.int64) - page_off[page_alloc])
-    page_block = (block_off[page_alloc] + (vpage >> 9) - (first_page[page_alloc] >> 9)
-                  ).astype(np.int32)
-    page_pos = (vpage & 511).astype(np.int16)
-    del page_alloc, vpage
-    b_alloc = np.repeat(np.arange(len(aid), dtype=np.int64), nblocks)
-    window = (first_page[b_alloc] >> 9) + (np.arange(n_blocks, dtype=np.int64) - block_off[b_alloc])
-    b_lo = np.where(window == first_page[b_alloc] >> 9, first_page[b_alloc] & 511, 0)
-    b_hi = np.where(window == last_page[b_alloc] >> 9, last_page[b_alloc] & 511, 511)
-    b_first_vpage = (window << 9) + b_lo
-    b_page0 = page_off[b_alloc] + b_first_vpage - first_page[b_alloc]
-
     # access rows
     order = np.argsort(kid, kind="stable")
     kid_sorted = kid[order]
     kid_rank = np.empty(len(kid), np.int64)
     kid_rank[k_pos] = np.arange(k_pos.size)
     kid_rank = kid_rank[order]
-    st, live, seen, k_row_start = R.new_row_state(len(aid), n_pages, k_event.size)
-    out_page = np.empty(n_rows, np.int32)
-    out_flags = np.empty(n_rows, np.uint8)
-    out_count = np.empty(n_rows, np.uint32)
-    # v1.1 slices: kept only when the column is there (an empty array means one slice each)
-    out_slices = np.empty(n_rows if has_slices else 0, np.uint64)
-    nslices_by_rank = k_nslices[k_pos] if has_slices else np.zeros(0, np.int64)
-    no_slices = np.zeros(0, np.uint64)
-    columns = SCHEMAS[ACCESSES] + (OPTIONAL[ACCESSES] if has_slices else [])
+    plan = _RowPlan(
+        fx=fx, kid_sorted=kid_sorted, kid_rank=kid_rank, k_event=k_event, op=op,
+        ev_alloc=ev_alloc, base=base, end=end, first_page=first_page, last_page=last_page,
+        block0=block_off - (first_page >> 9), n_rows=n_rows, has_slices=has_slices,
+        nslices_by_rank=k_nslices[k_pos] if has_slices else np.zeros(0, np.int64),
+        drop=drop_out_of_range, kernels=kernels, kid=kid, k_pos=k_pos)
+    rs, out_page, out_flags, out_count, out_slices = _resolve_all(plan, batches,
+                                                                  keep=reread is None)
+    del batches
+    # decoded batches are gone; hand their memory back instead of keeping it in the pool
+    pa.default_memory_pool().release_unused()
+    # segments of range events as block keys and window positions (walk_events gave each
+    # segment's pages relative to its allocation's first page)
+    seg_vfirst = first_page[seg_alloc] + seg_first
+    seg_vlast = first_page[seg_alloc] + seg_last
+    maps = _dense_maps(rs, block_off, first_page, last_page, plan.block0[seg_alloc],
+                       seg_vfirst, seg_vlast, len(aid), fa)
+    R.slot_pages_to_dense(out_page, maps.slot_page0)
+    rows = None if reread is None else RowSource(
+        plan, rs.slot_key[:rs.n_slots].copy(), maps.slot_page0, rs.k_row_start,
+        int(rs.st[R.S_OUT]), reread)
+
+    kernels_by_rank = kernels.iloc[k_pos].reset_index(drop=True)
+    k_nslices_by_rank = np.maximum(k_nslices[k_pos], 1) if has_slices else \
+        np.ones(k_pos.size, np.int64)
+    arrays = TraceArrays(
+        a_host=host, a_first_page=first_page, a_npages=maps.a_npages,
+        a_page_off=maps.a_page_off, a_block_off=maps.a_block_off, a_nblocks=maps.a_nblocks,
+        page_block=maps.page_block, page_pos=maps.page_pos, b_alloc=maps.b_alloc,
+        b_lo=maps.b_lo, b_hi=maps.b_hi, b_page0=maps.b_page0,
+        b_first_vpage=maps.b_first_vpage,
+        ev_op=op, ev_alloc=ev_alloc, ev_kernel=ev_kernel, ev_arg=arg,
+        ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=maps.dense(seg_alloc,
+                                                                           seg_vfirst),
+        seg_last=maps.dense(seg_alloc, seg_vlast),
+        k_row_start=rs.k_row_start,
+        k_duration_ns=kernels_by_rank["duration_ns"].to_numpy(np.float64, na_value=np.nan),
+        row_page=out_page, row_flags=out_flags, row_count=out_count, row_slices=out_slices,
+        k_nslices=k_nslices_by_rank)
+    return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
+                 arrays=arrays, peak_blocks=int(peak), dropped_rows=int(rs.st[R.S_DROPPED]),
+                 path=path, rows=rows)
+
+
+@dataclass
+class _RowPlan:
+    """What resolving the access rows needs from the small tables (built by _build)."""
+
+    fx: str
+    kid_sorted: np.ndarray
+    kid_rank: np.ndarray
+    k_event: np.ndarray
+    op: np.ndarray
+    ev_alloc: np.ndarray
+    base: np.ndarray
+    end: np.ndarray
+    first_page: np.ndarray
+    last_page: np.ndarray
+    block0: np.ndarray        # block key of each allocation's window 0 (see _build)
+    n_rows: int
+    has_slices: bool
+    nslices_by_rank: np.ndarray
+    drop: bool
+    kernels: pd.DataFrame
+    kid: np.ndarray
+    k_pos: np.ndarray
+
+
+def _resolve_all(plan: _RowPlan, batches: Iterator[pa.RecordBatch], keep: bool = True):
+    """Validate every access row (uvmsim/trace/_resolve.py). Returns the RowState and the
+    rows as slot pages, in arrays sized by the footer's row count and cut to the rows kept;
+    with keep=False, only the state (the arrays are empty): memory then grows with one
+    batch and the touched blocks, not with the rows."""
+    n_rows = plan.n_rows
+    rs = R.RowState(plan.base.size, plan.k_event.size)
+    out = _row_buffers(n_rows if keep else 0, plan.has_slices)
     done = 0
     for batch in batches:
         # the output arrays are sized by the footer's row count, which the compiled pass
         # must never write past
         if done + batch.num_rows > n_rows:
             raise TraceFormatError(f"holds more rows than the {n_rows} its metadata says",
-                                   file=fx)
-        cols = {n: _column_numpy(batch.column(n), n, t, nl, fx, done) for n, t, nl in columns}
-        err, r, detail = R.resolve_rows(
-            st, live, seen, k_row_start, kid_sorted, kid_rank, k_event, op, ev_alloc, base,
-            end, first_page, last_page, page_off, cols["kernel_id"],
-            cols["page"].view(np.int64), cols["flags"], cols["count"], cols["order"],
-            cols["slices"] if has_slices else no_slices, nslices_by_rank,
-            drop_out_of_range, out_page, out_flags, out_count, out_slices)
-        if err != R.OK:
-            _raise_row_error(err, done + int(r), int(detail), cols, int(r), kernels, kid,
-                             k_pos, fx)
+                                   file=plan.fx)
+        if keep:
+            _resolve_batch(plan, rs, batch, done, 0, *out)
+        else:
+            if out[0].size < batch.num_rows:
+                out = _row_buffers(batch.num_rows, plan.has_slices)
+            _resolve_batch(plan, rs, batch, done, int(rs.st[R.S_OUT]), *out)
         done += batch.num_rows
     if done != n_rows:
-        raise TraceFormatError(f"holds {done} rows, its metadata says {n_rows}", file=fx)
-    R.finish_rows(st, k_row_start)
-    n_out = int(st[R.S_OUT])
-    del seen, live
-    # decoded batches are gone; hand their memory back instead of keeping it in the pool
-    pa.default_memory_pool().release_unused()
+        raise TraceFormatError(f"holds {done} rows, its metadata says {n_rows}", file=plan.fx)
+    R.finish_rows(rs.st, rs.k_row_start)
+    n_out = int(rs.st[R.S_OUT]) if keep else 0
+    page, flags, count, slices = out
+    return (rs, page[:n_out], flags[:n_out], count[:n_out],
+            slices[:n_out] if plan.has_slices else slices)
 
-    kernels_by_rank = kernels.iloc[k_pos].reset_index(drop=True)
-    k_nslices_by_rank = np.maximum(k_nslices[k_pos], 1) if has_slices else \
-        np.ones(k_pos.size, np.int64)
-    arrays = TraceArrays(
-        a_host=host, a_first_page=first_page, a_npages=npages, a_page_off=page_off,
-        a_block_off=block_off, a_nblocks=nblocks, page_block=page_block, page_pos=page_pos,
+
+def _row_buffers(n: int, has_slices: bool):
+    """Output arrays for n rows: page, flags, count and (v1.1, else empty) slices."""
+    return (np.empty(n, np.int32), np.empty(n, np.uint8), np.empty(n, np.uint32),
+            # an empty slices array means the trace has none (every row in slice 0)
+            np.empty(n if has_slices else 0, np.uint64))
+
+
+class RowSource:
+    """The access rows of a streamed trace (load_trace(stream=True)), read again from the
+    file batch by batch at replay.
+
+    The first pass (at load) checked every row and kept only what sizing needs: the touched
+    blocks, the kernels' row offsets. `fill` resolves the rows the same way again and
+    checks that they are the rows the first pass saw, so a file changed in between is an
+    error, never an index the compiled engine trusts.
+    """
+
+    def __init__(self, plan: _RowPlan, slot_key: np.ndarray, slot_page0: np.ndarray,
+                 k_row_start: np.ndarray, n_rows: int, reread: Any):
+        self._plan = plan
+        self._slot_key = slot_key
+        self._slot_page0 = slot_page0
+        self._k_row_start = k_row_start
+        self.n_rows = n_rows
+        self.has_slices = plan.has_slices
+        self._reread = reread
+
+    def fill(self, page: np.ndarray, flags: np.ndarray, count: np.ndarray,
+             slices: np.ndarray) -> Iterator[int]:
+        """Write the rows, as dense pages, into arrays of n_rows (or their slices; the
+        caller may release what it has used); yields the number of rows written so far
+        after each batch."""
+        plan = self._plan
+        changed = "changed since it was loaded (its rows differ from the first pass)"
+        rs = R.RowState(plan.base.size, plan.k_event.size)
+        buf = _row_buffers(0, plan.has_slices)
+        done = written = 0
+        n_slots = self._slot_key.size
+        for batch in self._reread():
+            if done + batch.num_rows > plan.n_rows:
+                raise TraceFormatError(changed, file=plan.fx)
+            if buf[0].size < batch.num_rows:
+                buf = _row_buffers(batch.num_rows, plan.has_slices)
+            out0 = int(rs.st[R.S_OUT])
+            _resolve_batch(plan, rs, batch, done, out0, *buf)
+            done += batch.num_rows
+            n = int(rs.st[R.S_OUT]) - out0
+            # slots are numbered in first-touch order, so the same rows give the same slots;
+            # any other would index outside the dense maps
+            k = rs.n_slots
+            if k > n_slots or not np.array_equal(rs.slot_key[:k], self._slot_key[:k]) or \
+                    written + n > self.n_rows:
+                raise TraceFormatError(changed, file=plan.fx)
+            p = buf[0][:n]
+            R.slot_pages_to_dense(p, self._slot_page0)
+            page[written:written + n] = p
+            flags[written:written + n] = buf[1][:n]
+            count[written:written + n] = buf[2][:n]
+            if plan.has_slices:
+                slices[written:written + n] = buf[3][:n]
+            written += n
+            # kernels started so far must start where the first pass said
+            q = int(rs.st[R.S_PREV_RANK]) + 1
+            if not np.array_equal(rs.k_row_start[:q], self._k_row_start[:q]):
+                raise TraceFormatError(changed, file=plan.fx)
+            yield written
+        R.finish_rows(rs.st, rs.k_row_start)
+        if done != plan.n_rows or written != self.n_rows or \
+                not np.array_equal(rs.k_row_start, self._k_row_start):
+            raise TraceFormatError(changed, file=plan.fx)
+
+
+_NO_SLICES = np.zeros(0, np.uint64)
+
+
+def _resolve_batch(plan: _RowPlan, rs, batch: pa.RecordBatch, done: int, out0: int,
+                   out_page, out_flags, out_count, out_slices) -> None:
+    """Resolve one batch (its first row is row `done` of the file) into the outputs, which
+    hold output rows from `out0` on; grows the block slots as the rows need."""
+    columns = SCHEMAS[ACCESSES] + (OPTIONAL[ACCESSES] if plan.has_slices else [])
+    cols = {n: _column_numpy(batch.column(n), n, t, nl, plan.fx, done) for n, t, nl in columns}
+    kid, page = cols["kernel_id"], cols["page"].view(np.int64)
+    flags, count, order = cols["flags"], cols["count"], cols["order"]
+    slices = cols["slices"] if plan.has_slices else _NO_SLICES
+    r0 = 0
+    while True:
+        err, r, detail = R.resolve_rows(
+            rs.st, rs.live, rs.k_row_start, rs.h_key, rs.h_slot, rs.slot_key, rs.slot_stamp,
+            rs.seen, plan.kid_sorted, plan.kid_rank, plan.k_event, plan.op, plan.ev_alloc,
+            plan.base, plan.end, plan.first_page, plan.last_page, plan.block0, kid[r0:],
+            page[r0:], flags[r0:], count[r0:], order[r0:], slices[r0:] if slices.size else
+            slices, plan.nslices_by_rank, plan.drop, out0, out_page, out_flags, out_count,
+            out_slices)
+        if err == R.E_GROW:
+            rs.grow()
+            r0 += int(r)
+            continue
+        if err != R.OK:
+            r = r0 + int(r)
+            _raise_row_error(err, done + r, int(detail), cols, r, plan.kernels, plan.kid,
+                             plan.k_pos, plan.fx)
+        return
+
+
+class _DenseMaps(NamedTuple):
+    """The dense numbering of the touched blocks (see _dense_maps)."""
+
+    a_npages: np.ndarray
+    a_page_off: np.ndarray
+    a_block_off: np.ndarray
+    a_nblocks: np.ndarray
+    page_block: np.ndarray
+    page_pos: np.ndarray
+    b_alloc: np.ndarray
+    b_lo: np.ndarray
+    b_hi: np.ndarray
+    b_page0: np.ndarray
+    b_first_vpage: np.ndarray
+    keys: np.ndarray          # block key of each dense block, ascending
+    slot_page0: np.ndarray    # dense page of window position 0 of each row slot
+    block0: np.ndarray        # per allocation, as in _RowPlan
+
+    def dense(self, alloc: np.ndarray, vpage: np.ndarray) -> np.ndarray:
+        """Dense pages of virtual pages of these allocations (in touched blocks)."""
+        key = self.block0[alloc] + (vpage >> 9)
+        b = np.searchsorted(self.keys, key)
+        return (self.b_page0[b] - self.b_lo[b].astype(np.int64) + (vpage & 511)).astype(
+            np.int64)
+
+
+def _dense_maps(rs, block_off: np.ndarray, first_page: np.ndarray, last_page: np.ndarray,
+                seg_block0: np.ndarray, seg_vfirst: np.ndarray, seg_vlast: np.ndarray,
+                n_alloc: int, fa: str) -> _DenseMaps:
+    """Number the touched blocks densely, in key order (allocation, then address), and
+    their pages in order.
+
+    A block is touched when an access row falls in it or a range event (memcpy, memset,
+    prefetch, host access, advise) overlaps it; no other event can make a page of a block
+    resident or populated (docs/semantics.md), so leaving the others out changes no count.
+    Every array here is sized by touched blocks and pages.
+    """
+    row_keys = np.sort(rs.slot_key[:rs.n_slots])
+    # range events: each segment covers the block keys [lo, hi]; merge them into disjoint
+    # intervals first, so many events over one huge range cost one interval
+    lo = seg_block0 + (seg_vfirst >> 9)
+    hi = seg_block0 + (seg_vlast >> 9)
+    if lo.size:
+        o = np.argsort(lo, kind="stable")
+        lo, hi = lo[o], hi[o]
+        reach = np.maximum.accumulate(hi)
+        new = np.ones(lo.size, np.bool_)
+        new[1:] = lo[1:] > reach[:-1] + 1
+        starts = np.flatnonzero(new)
+        lo = lo[starts]
+        hi = np.maximum.reduceat(hi, starts)
+        inside = np.searchsorted(hi, row_keys)  # first interval ending at or after the key
+        covered = (inside < lo.size) & (lo[np.minimum(inside, lo.size - 1)] <= row_keys)
+        row_keys = row_keys[~covered]
+    n_blocks = int(row_keys.size) + int((hi - lo + 1).sum(dtype=np.float64))
+    if n_blocks > R.MAX_SLOTS:
+        raise TraceFormatError(f"the trace touches {n_blocks} blocks of 2 MiB; at most "
+                               f"{R.MAX_SLOTS} supported", file=fa, column="size")
+    if lo.size:
+        lens = hi - lo + 1
+        seg_keys = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
+            np.arange(int(lens.sum()), dtype=np.int64)
+        keys = np.sort(np.concatenate([row_keys, seg_keys]))
+    else:
+        keys = row_keys
+    keys = keys.astype(np.int64)
+    b_alloc = (np.searchsorted(block_off, keys, side="right") - 1).astype(np.int64)
+    window = (first_page[b_alloc] >> 9) + keys - block_off[b_alloc]
+    b_lo = np.where(window == first_page[b_alloc] >> 9, first_page[b_alloc] & 511, 0)
+    b_hi = np.where(window == last_page[b_alloc] >> 9, last_page[b_alloc] & 511, 511)
+    npg = b_hi - b_lo + 1
+    n_pages = int(npg.sum())
+    if n_pages >= 2**31:  # the engine's dense page index is int32
+        raise TraceFormatError(f"the trace touches {n_pages} pages; at most 2**31 supported",
+                               file=fa, column="size")
+    b_page0 = _starts(npg)
+    page_block = np.repeat(np.arange(keys.size, dtype=np.int32), npg)
+    page_pos = (np.arange(n_pages, dtype=np.int64) - np.repeat(b_page0 - b_lo, npg)
+                ).astype(np.int16)
+    a_nblocks = np.bincount(b_alloc, minlength=n_alloc).astype(np.int64)
+    a_npages = np.bincount(b_alloc, weights=npg, minlength=n_alloc).astype(np.int64)
+    slot_key = rs.slot_key[:rs.n_slots]
+    slot_page0 = (b_page0 - b_lo)[np.searchsorted(keys, slot_key)].astype(np.int64)
+    return _DenseMaps(
+        a_npages=a_npages, a_page_off=_starts(a_npages), a_block_off=_starts(a_nblocks),
+        a_nblocks=a_nblocks, page_block=page_block, page_pos=page_pos,
         b_alloc=b_alloc.astype(np.int32), b_lo=b_lo.astype(np.int16),
-        b_hi=b_hi.astype(np.int16), b_page0=b_page0, b_first_vpage=b_first_vpage,
-        ev_op=op, ev_alloc=ev_alloc, ev_kernel=ev_kernel, ev_arg=arg,
-        ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=seg_first, seg_last=seg_last,
-        k_row_start=k_row_start,
-        k_duration_ns=kernels_by_rank["duration_ns"].to_numpy(np.float64, na_value=np.nan),
-        row_page=out_page[:n_out], row_flags=out_flags[:n_out], row_count=out_count[:n_out],
-        row_slices=out_slices[:n_out] if has_slices else out_slices,
-        k_nslices=k_nslices_by_rank)
-    return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
-                 arrays=arrays, peak_blocks=int(peak), dropped_rows=int(st[R.S_DROPPED]),
-                 path=path)
+        b_hi=b_hi.astype(np.int16), b_page0=b_page0, b_first_vpage=(window << 9) + b_lo,
+        keys=keys, slot_page0=slot_page0, block0=block_off - (first_page >> 9))
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sums: where each of consecutive runs of these lengths starts."""
+    out = np.zeros(counts.size, np.int64)
+    np.cumsum(counts[:-1], out=out[1:])
+    return out
 
 
 def _column_numpy(col: pa.Array, name: str, target: pa.DataType, nullable: bool, file: str,
@@ -584,7 +818,7 @@ def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
 
 # --------------------------------------------------------------------------- public API
 def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
-               batch_rows: int = _BATCH_ROWS) -> Trace:
+               batch_rows: int = _BATCH_ROWS, stream: bool = False) -> Trace:
     """Read and validate a uvmtrace v1 directory.
 
     Raises `TraceFormatError` naming the file, column and first offending row for anything
@@ -592,6 +826,12 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     `NotADirectoryError`, `PermissionError`, ...) when the path is missing or unreadable.
     With `drop_out_of_range=True`, access rows outside every live allocation are dropped
     and counted in `Trace.dropped_rows` instead.
+
+    With `stream=True` every row is checked but none is kept: the Trace holds the small
+    tables, the touched blocks and each kernel's row offsets, and `simulate` reads the rows
+    again from the file kernel by kernel (uvmsim/stream.py), so a trace whose rows do not
+    fit in memory still replays, with the same counts. `batch_rows` is the rows decoded at
+    a time (with stream=True, about the rows held in memory, plus one kernel's).
     """
     d = Path(path)
     try:
@@ -641,11 +881,37 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
                 zero_copy_only=False))[0])
             raise TraceFormatError("v1.1 op in a trace whose manifest says minor 0",
                                    file=names[EVENTS], column="op", row=r)
+    if not isinstance(batch_rows, int) or isinstance(batch_rows, bool) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
+    reread = None
+    if stream:
+        fx = d / ACCESSES
+        before = _signature(fx)
+
+        def reread() -> Iterator[pa.RecordBatch]:
+            if _signature(fx) != before:
+                raise TraceFormatError("changed since it was loaded", file=names[ACCESSES])
+            return _batches(open_checked(fx, names[ACCESSES]), batch_rows, cols,
+                            names[ACCESSES])
     return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS],
-                  _guarded(pf.iter_batches(batch_size=batch_rows, columns=cols,
-                                           use_threads=True), names[ACCESSES]),
+                  _batches(pf, batch_rows, cols, names[ACCESSES]),
                   pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
-                  has_slices="slices" in cols)
+                  has_slices="slices" in cols, reread=reread)
+
+
+def _batches(pf: pq.ParquetFile, batch_rows: int, cols: list[str],
+             shown: str) -> Iterator[pa.RecordBatch]:
+    """The access rows in batches, one row group at a time: pyarrow's iterator over a whole
+    file keeps each row group's buffers until it is done (about 5 bytes a row), one per
+    row group does not."""
+    for g in range(pf.metadata.num_row_groups):
+        yield from _guarded(pf.iter_batches(batch_size=batch_rows, row_groups=[g],
+                                            columns=cols, use_threads=True), shown)
+
+
+def _signature(p: Path) -> tuple[int, int, int]:
+    st = p.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def _spec_columns(names: Iterable[str], file: str) -> list[str]:

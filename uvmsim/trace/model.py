@@ -54,7 +54,8 @@ class Trace:
     """A validated uvmtrace.
 
     `allocations`, `events` and `kernels` are the trace's tables (kernels in event order);
-    the access rows live only as dense arrays in `arrays` to keep memory per row small.
+    the access rows live only as dense arrays in `arrays` to keep memory per row small, or
+    stay in the file (`rows`) when the trace is streamed.
     """
 
     manifest: dict[str, Any]
@@ -65,6 +66,9 @@ class Trace:
     peak_blocks: int
     dropped_rows: int = 0
     path: Path | None = None
+    # a streamed trace (load_trace(stream=True)): its access rows stay in the file, and the
+    # row arrays of `arrays` are empty (uvmsim.trace.io.RowSource)
+    rows: Any = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -73,7 +77,7 @@ class Trace:
 
     @property
     def n_accesses(self) -> int:
-        return int(self.arrays.row_page.size)
+        return int(self.rows.n_rows if self.rows is not None else self.arrays.row_page.size)
 
     @property
     def footprint_bytes(self) -> int:
