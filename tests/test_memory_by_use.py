@@ -101,3 +101,16 @@ def test_same_counts_as_a_small_twin(huge):
             "stall_ns"]
     assert a["evicted_chunks"].sum() > 0
     assert (a[cols].to_numpy() == b[cols].to_numpy()).all()
+
+
+def test_row_page_out_of_range_is_an_error_naming_the_row(huge):
+    """The pass that marks touched blocks checks each row's page before it indexes."""
+    from uvmsim.errors import ConfigError
+    T = huge.arrays
+    rows = T.row_page.copy()
+    rows[3] = T.page_block.size  # one past the last page
+    with pytest.raises(ConfigError, match=r"row_page .* \(access row 3\)"):
+        touched_blocks(T._replace(row_page=rows))
+    rows[3] = -1
+    with pytest.raises(ConfigError, match=r"\(access row 3\)"):
+        touched_blocks(T._replace(row_page=rows))

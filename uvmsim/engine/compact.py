@@ -26,9 +26,10 @@ from ..trace.model import TraceArrays
 
 
 def _check(T: TraceArrays) -> None:
+    """Range checks of everything but row_page (checked by _mark_rows as it reads it)."""
     n_pages = T.page_block.size
     n_blocks = T.b_alloc.size
-    for name in ("row_page", "seg_first", "seg_last"):
+    for name in ("seg_first", "seg_last"):
         x = getattr(T, name)
         if x.size and (int(x.min()) < 0 or int(x.max()) >= n_pages):
             raise ConfigError(f"trace arrays: {name} holds a page outside 0..{n_pages - 1}")
@@ -52,10 +53,16 @@ def _check(T: TraceArrays) -> None:
 
 @njit(cache=True)
 def _mark_rows(row_page, page_block, hit):
-    """hit[block of each row's page] = True: one pass, no temporary per row (the indices
-    were range-checked by _check)."""
+    """hit[block of each row's page] = True in one pass with no temporary per row; each
+    row's page is range-checked before it indexes (returns the first bad row, else -1).
+    page_block was checked by _check."""
+    n = page_block.size
     for r in range(row_page.size):
-        hit[page_block[row_page[r]]] = True
+        d = row_page[r]
+        if d < 0 or d >= n:
+            return r
+        hit[page_block[d]] = True
+    return -1
 
 
 def touched_blocks(T: TraceArrays) -> np.ndarray:
@@ -63,7 +70,10 @@ def touched_blocks(T: TraceArrays) -> np.ndarray:
     _check(T)
     n_blocks = T.b_alloc.size
     hit = np.zeros(n_blocks, np.bool_)
-    _mark_rows(T.row_page, T.page_block, hit)
+    bad = _mark_rows(T.row_page, T.page_block, hit)
+    if bad >= 0:
+        raise ConfigError(f"trace arrays: row_page holds a page outside "
+                          f"0..{T.page_block.size - 1} (access row {bad})")
     if T.seg_first.size:
         # a segment covers blocks page_block[first]..page_block[last]: mark them all by a
         # difference array (+1 at the first block, -1 after the last)
