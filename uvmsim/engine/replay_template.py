@@ -355,18 +355,29 @@ def compute_ns(T, k):
 
 
 @_jit
-def run_kernel(pst, est, S, T, k, batch_size):
-    """Replay one kernel's access rows with fault batching, in one pass or (slices option)
-    one pass per time slice over the rows touched in it; the open batch carries across
-    passes. Pass s issues its rows evenly over [s/n, (s+1)/n) of the kernel's compute time
-    on the mechanisms' clock (read only when they are on)."""
+def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
+    """Replay one kernel's access rows with fault batching from time t0; returns when the
+    kernel ends: t0 + its compute + its stalls, or its last page walk if that is later.
+
+    One pass, or (slices option) one pass per time slice over the rows touched in it; the
+    open batch carries across passes. Pass s issues its rows evenly over [s/n, (s+1)/n) of
+    the kernel's compute time, shifted by the stalls so far (the mechanisms' clock, read
+    only when they are on). The clocked replay passes its walker component's state `wst`:
+    then each non-host row is translated (if translation is on) at its time and fault
+    batches wait for the (shared) driver. The unclocked replay passes None: Numba prunes
+    every `wst is None` branch while compiling, so that specialization is the plain loop,
+    with no clock per row.
+    """
     r0 = T.k_row_start[k]
     r1 = T.k_row_start[k + 1]
     nb = 0
     stall = 0.0
     ft = S.fcfg[F_ON] != 0
+    if ft:
+        S.fcfg[F_CLOCK] = t0
+    xl = S.xli[XL_ON] != 0
+    last = t0
     dur = compute_ns(T, k)
-    t0 = S.fcfg[F_CLOCK]
     n_pass = kernel_passes(S, T, k)
     sliced = n_pass > 1
     width = dur / n_pass
@@ -382,6 +393,18 @@ def run_kernel(pst, est, S, T, k, batch_size):
                 continue
             j += 1
             d = T.row_page[r]
+            t = 0.0
+            if wst is not None:
+                # host pages are not translated (the unclocked replay checks them on a miss)
+                if T.a_host[T.b_alloc[T.page_block[d]]]:
+                    continue
+                t = base + j * gap + stall
+                if ft:
+                    t += S.fcfg[F_PEND_NS]
+                if xl:
+                    ready = translate(wst, S, T, d, t, k)
+                    if ready > last:
+                        last = ready
             ps = S.pstate[d]
             if ps & RES:
                 if ps & DUP and T.row_flags[r] & 6:
@@ -391,22 +414,40 @@ def run_kernel(pst, est, S, T, k, batch_size):
                 continue
             if ps & INB:
                 continue
-            if T.a_host[T.b_alloc[T.page_block[d]]]:
-                continue
+            if wst is None:
+                if T.a_host[T.b_alloc[T.page_block[d]]]:
+                    continue
             if ft:
+                if wst is None:
+                    t = base + j * gap + stall + S.fcfg[F_PEND_NS]
                 # thrashing, remote mapping, hints: True when the access is served remotely
-                if ft_miss(S, T, k, r, d, base + j * gap + stall + S.fcfg[F_PEND_NS]):
+                if ft_miss(S, T, k, r, d, t):
                     continue
                 ps = S.pstate[d]
             nb = add_fault(S, T, k, r, d, ps, nb)
             if nb == batch_size:
-                stall += service_now(pst, est, S, T, nb, k, r)
+                if wst is None:
+                    stall += service_now(pst, est, S, T, nb, k, r)
+                else:
+                    stall += service_clocked(pst, est, S, T, nb, k, r, t)
                 nb = 0
     if nb:
-        stall += service_now(pst, est, S, T, nb, k, r1)
+        if wst is None:
+            stall += service_now(pst, est, S, T, nb, k, r1)
+        else:
+            t = t0 + dur + stall
+            if ft:
+                t += S.fcfg[F_PEND_NS]
+            stall += service_clocked(pst, est, S, T, nb, k, r1, t)
     if ft:
         stall = ft_end_kernel(S, T, k, stall)
+    end = t0 + dur + stall
     S.times[k, T_STALL] += stall
+    if last > end:
+        S.times[k, T_XLATE] += last - end
+        S.times[k, T_STALL] += last - end
+        end = last
+    return end
 
 
 @_jit
@@ -540,7 +581,7 @@ def replay(pst, est, S, T, batch_size):
         op = T.ev_op[e]
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            run_kernel(pst, est, S, T, k, batch_size)
+            run_kernel(pst, est, None, S, T, k, batch_size, S.fcfg[F_CLOCK])
             tick = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
@@ -559,8 +600,9 @@ def replay(pst, est, S, T, batch_size):
 
 # ---------------------------------------------------------------------------------------
 # The clocked replay: address translation and tenants sharing one GPU.
-# Used only when translation is on or several tenants run; `replay` above stays the
-# unclocked hot loop. The reference model mirrors these by name too.
+# Used only when translation is on or several tenants run; it shares run_kernel with
+# `replay` above (a walker state selects the clocked steps, None compiles them out). The
+# reference model mirrors these by name too.
 
 
 @_jit
@@ -643,81 +685,6 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 
 
 @_jit
-def run_kernel_clocked(pst, est, wst, S, T, k, batch_size, t0):
-    """run_kernel on a clock starting at t0; returns when the kernel ends.
-
-    Rows issue evenly over the kernel's compute time (each slice pass over its share of
-    it), shifted by the stalls so far; each non-host row is translated (if on); fault
-    batches wait for the driver. The kernel ends when its compute, its stalls and its last
-    walk are done.
-    """
-    r0 = T.k_row_start[k]
-    r1 = T.k_row_start[k + 1]
-    dur = compute_ns(T, k)
-    xl = S.xli[XL_ON] != 0
-    ft = S.fcfg[F_ON] != 0
-    if ft:
-        S.fcfg[F_CLOCK] = t0
-    nb = 0
-    stall = 0.0
-    last = t0
-    n_pass = kernel_passes(S, T, k)
-    sliced = n_pass > 1
-    width = dur / n_pass
-    for s in range(n_pass):
-        bit = np.uint64(1) << np.uint64(s)
-        m = pass_rows(T, r0, r1, bit) if sliced else r1 - r0
-        gap = dur / (n_pass * m) if m > 0 else 0.0
-        base = t0 + s * width
-        j = -1
-        for r in range(r0, r1):
-            if sliced and not (T.row_slices[r] & bit):
-                continue
-            j += 1
-            d = T.row_page[r]
-            if T.a_host[T.b_alloc[T.page_block[d]]]:
-                continue
-            t = base + j * gap + stall
-            if ft:
-                t += S.fcfg[F_PEND_NS]
-            if xl:
-                ready = translate(wst, S, T, d, t, k)
-                if ready > last:
-                    last = ready
-            ps = S.pstate[d]
-            if ps & RES:
-                if ps & DUP and T.row_flags[r] & 6:
-                    ft_write_dup(S, d)
-                blk = T.page_block[d]
-                EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
-                continue
-            if ps & INB:
-                continue
-            if ft:
-                if ft_miss(S, T, k, r, d, t):
-                    continue
-                ps = S.pstate[d]
-            nb = add_fault(S, T, k, r, d, ps, nb)
-            if nb == batch_size:
-                stall += service_clocked(pst, est, S, T, nb, k, r, t)
-                nb = 0
-    if nb:
-        t = t0 + dur + stall
-        if ft:
-            t += S.fcfg[F_PEND_NS]
-        stall += service_clocked(pst, est, S, T, nb, k, r1, t)
-    if ft:
-        stall = ft_end_kernel(S, T, k, stall)
-    end = t0 + dur + stall
-    S.times[k, T_STALL] += stall
-    if last > end:
-        S.times[k, T_XLATE] += last - end
-        S.times[k, T_STALL] += last - end
-        end = last
-    return end
-
-
-@_jit
 def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
     """range_event (or host_access_event) once the (shared) driver and its copy engine are
     free; returns its end."""
@@ -775,7 +742,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         cur[i] += 1
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
+            clock[i] = run_kernel(pst, est, wst, S, T, k, batch_size, clock[i])
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
