@@ -134,11 +134,25 @@ def make_resident(est, S, T, blk, use_masks, cause_f, cause_p, out_row, tick):
     """Steps 1-3 for the positions set in S.wbits that are not resident yet.
 
     With use_masks, positions in S.fbits get cause_f and the others cause_p; otherwise
-    every position gets cause_f. Walks only those positions (set bits); each maximal run of
+    every position gets cause_f (fill_positions). A block that holds its chunk already
+    (most services of a batch) skips ensure_chunk: each call of a compiled function that
+    takes the policy state and the engine state costs two atomic reference-count updates
+    per array and struct it passes (docs/performance.md), more than the check."""
+    c = S.b_chunk[blk]
+    if c < 0:
+        c = ensure_chunk(est, S, T, blk, out_row, tick)
+    n_new, new_first, new_last = fill_positions(S, blk, T.b_page0[blk] - T.b_lo[blk],
+                                                use_masks, cause_f, cause_p, out_row)
+    EV_ON_FILL(est, S, T, c, blk, new_first, new_last, n_new, tick)
+
+
+@_jit
+def fill_positions(S, blk, p0, use_masks, cause_f, cause_p, out_row):
+    """Make resident the positions set in S.wbits that are not yet (the block's chunk is
+    held; its dense page of position pos is p0 + pos); returns (pages made resident,
+    first, last position). Walks only those positions (set bits); each maximal run of
     adjacent positions copied over the link is one transfer, in position order, exactly as
     a walk over every position of the block would add them up."""
-    c = ensure_chunk(est, S, T, blk, out_row, tick)
-    p0 = T.b_page0[blk] - T.b_lo[blk]
     off = blk * 8
     run = 0
     run_end = -2
@@ -177,7 +191,9 @@ def make_resident(est, S, T, blk, use_masks, cause_f, cause_p, out_row, tick):
                     n_xfer_p += 1
                 run += 1
                 run_end = pos
-            S.pstate[d] = ps | RES | POP
+            # a faulted page leaves the batch here (every one is made resident by its
+            # block's service): no separate pass over the batch clears INB
+            S.pstate[d] = (ps | RES | POP) & ~INB
             n_new += 1
             if new_first < 0:
                 new_first = pos
@@ -190,7 +206,7 @@ def make_resident(est, S, T, blk, use_masks, cause_f, cause_p, out_row, tick):
     if n_xfer_p:
         S.counts[out_row, CAUSE_HTOD_COL[cause_p]] += n_xfer_p * 4096
     S.b_nres[blk] += n_new
-    EV_ON_FILL(est, S, T, c, blk, new_first, new_last, n_new, tick)
+    return n_new, new_first, new_last
 
 
 @_jit
@@ -202,12 +218,45 @@ def make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick):
 
 
 @_jit
-def sort_keys(keys):
-    """Sort the batch's keys; a batch from a sequential scan arrives sorted already."""
+def sort_keys(keys, limit):
+    """Sort the batch's keys (each below `limit`); a batch from a sequential scan arrives
+    sorted already."""
     for i in range(1, keys.size):
         if keys[i] < keys[i - 1]:
-            keys.sort()
+            radix_sort(keys, limit)
             return
+
+
+@_jit
+def radix_sort(keys, limit):
+    """Sort non-negative keys below `limit` in place: least significant byte first, one
+    counting pass per byte the keys use. A batch of random faults sorts this way in about
+    a third of the time of a comparison sort."""
+    n = keys.size
+    src = keys
+    dst = np.empty(n, np.int64)
+    cnt = np.empty(256, np.int64)
+    shift = 0
+    odd = False
+    while (limit - 1) >> shift:
+        cnt[:] = 0
+        for i in range(n):
+            cnt[(src[i] >> shift) & 255] += 1
+        t = 0
+        for b in range(256):
+            c = cnt[b]
+            cnt[b] = t
+            t += c
+        for i in range(n):
+            v = src[i]
+            b = (v >> shift) & 255
+            dst[cnt[b]] = v
+            cnt[b] += 1
+        src, dst = dst, src
+        shift += 8
+        odd = not odd
+    if odd:
+        keys[:] = src
 
 
 @_jit
@@ -221,9 +270,8 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
     S.scal[S_NBATCH] = nb
     for i in range(nb):
         d = S.batch_page[i]
-        S.pstate[d] &= ~INB
         keys[i] = S.b_rank[T.page_block[d]] * 512 + T.page_pos[d]
-    sort_keys(keys)
+    sort_keys(keys, S.b_rank.size * 512)
     i = 0
     while i < nb:
         rk = keys[i] >> 9
@@ -246,7 +294,14 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
         # are ignored, as are faulted or resident ones
         for w in range(8):
             S.wbits[w] = (S.fbits[w] | S.pbits[w]) & word_mask(w, lo, hi)
-        make_resident(est, S, T, blk, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
+        # make_resident, spelled out: a call passing the policy and engine state costs
+        # more than this block's share of a batch of random faults (see make_resident)
+        c = S.b_chunk[blk]
+        if c < 0:
+            c = ensure_chunk(est, S, T, blk, out_row, tick)
+        n_new, new_first, new_last = fill_positions(S, blk, T.b_page0[blk] - lo, True,
+                                                    CAUSE_DEMAND, CAUSE_PREFETCH, out_row)
+        EV_ON_FILL(est, S, T, c, blk, new_first, new_last, n_new, tick)
         i = j
     S.counts[out_row, C_BATCHES] += 1
     S.scal[S_NBATCH] = 0
@@ -259,10 +314,8 @@ def add_fault(S, T, k, r, d, ps, nb):
     S.pstate[d] = ps | INB
     S.batch_page[nb] = d
     S.counts[k, C_FAULTS] += 1
-    if T.row_flags[r] & 6:
-        S.counts[k, C_FAULTS_WRITE] += 1
-    else:
-        S.counts[k, C_FAULTS_READ] += 1
+    # C_FAULTS_WRITE is C_FAULTS_READ + 1: no branch on the row's (random) access kind
+    S.counts[k, C_FAULTS_READ + np.int64((T.row_flags[r] & 6) != 0)] += 1
     return nb + 1
 
 
@@ -302,18 +355,29 @@ def compute_ns(T, k):
 
 
 @_jit
-def run_kernel(pst, est, S, T, k, batch_size):
-    """Replay one kernel's access rows with fault batching, in one pass or (slices option)
-    one pass per time slice over the rows touched in it; the open batch carries across
-    passes. Pass s issues its rows evenly over [s/n, (s+1)/n) of the kernel's compute time
-    on the mechanisms' clock (read only when they are on)."""
+def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
+    """Replay one kernel's access rows with fault batching from time t0; returns when the
+    kernel ends: t0 + its compute + its stalls, or its last page walk if that is later.
+
+    One pass, or (slices option) one pass per time slice over the rows touched in it; the
+    open batch carries across passes. Pass s issues its rows evenly over [s/n, (s+1)/n) of
+    the kernel's compute time, shifted by the stalls so far (the mechanisms' clock, read
+    only when they are on). The clocked replay passes its walker component's state `wst`:
+    then each non-host row is translated (if translation is on) at its time and fault
+    batches wait for the (shared) driver. The unclocked replay passes None: Numba prunes
+    every `wst is None` branch while compiling, so that specialization is the plain loop,
+    with no clock per row.
+    """
     r0 = T.k_row_start[k]
     r1 = T.k_row_start[k + 1]
     nb = 0
     stall = 0.0
     ft = S.fcfg[F_ON] != 0
+    if ft:
+        S.fcfg[F_CLOCK] = t0
+    xl = S.xli[XL_ON] != 0
+    last = t0
     dur = compute_ns(T, k)
-    t0 = S.fcfg[F_CLOCK]
     n_pass = kernel_passes(S, T, k)
     sliced = n_pass > 1
     width = dur / n_pass
@@ -329,6 +393,18 @@ def run_kernel(pst, est, S, T, k, batch_size):
                 continue
             j += 1
             d = T.row_page[r]
+            t = 0.0
+            if wst is not None:
+                # host pages are not translated (the unclocked replay checks them on a miss)
+                if T.a_host[T.b_alloc[T.page_block[d]]]:
+                    continue
+                t = base + j * gap + stall
+                if ft:
+                    t += S.fcfg[F_PEND_NS]
+                if xl:
+                    ready = translate(wst, S, T, d, t, k)
+                    if ready > last:
+                        last = ready
             ps = S.pstate[d]
             if ps & RES:
                 if ps & DUP and T.row_flags[r] & 6:
@@ -338,22 +414,40 @@ def run_kernel(pst, est, S, T, k, batch_size):
                 continue
             if ps & INB:
                 continue
-            if T.a_host[T.b_alloc[T.page_block[d]]]:
-                continue
+            if wst is None:
+                if T.a_host[T.b_alloc[T.page_block[d]]]:
+                    continue
             if ft:
+                if wst is None:
+                    t = base + j * gap + stall + S.fcfg[F_PEND_NS]
                 # thrashing, remote mapping, hints: True when the access is served remotely
-                if ft_miss(S, T, k, r, d, base + j * gap + stall + S.fcfg[F_PEND_NS]):
+                if ft_miss(S, T, k, r, d, t):
                     continue
                 ps = S.pstate[d]
             nb = add_fault(S, T, k, r, d, ps, nb)
             if nb == batch_size:
-                stall += service_now(pst, est, S, T, nb, k, r)
+                if wst is None:
+                    stall += service_now(pst, est, S, T, nb, k, r)
+                else:
+                    stall += service_clocked(pst, est, S, T, nb, k, r, t)
                 nb = 0
     if nb:
-        stall += service_now(pst, est, S, T, nb, k, r1)
+        if wst is None:
+            stall += service_now(pst, est, S, T, nb, k, r1)
+        else:
+            t = t0 + dur + stall
+            if ft:
+                t += S.fcfg[F_PEND_NS]
+            stall += service_clocked(pst, est, S, T, nb, k, r1, t)
     if ft:
         stall = ft_end_kernel(S, T, k, stall)
+    end = t0 + dur + stall
     S.times[k, T_STALL] += stall
+    if last > end:
+        S.times[k, T_XLATE] += last - end
+        S.times[k, T_STALL] += last - end
+        end = last
+    return end
 
 
 @_jit
@@ -494,7 +588,7 @@ def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
         op = T.ev_op[e]
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            run_kernel(pst, est, S, T, k, batch_size)
+            run_kernel(pst, est, None, S, T, k, batch_size, S.fcfg[F_CLOCK])
             tick = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
@@ -513,8 +607,9 @@ def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
 
 # ---------------------------------------------------------------------------------------
 # The clocked replay: address translation and tenants sharing one GPU.
-# Used only when translation is on or several tenants run; `replay` above stays the
-# unclocked hot loop. The reference model mirrors these by name too.
+# Used only when translation is on or several tenants run; it shares run_kernel with
+# `replay` above (a walker state selects the clocked steps, None compiles them out). The
+# reference model mirrors these by name too.
 
 
 @_jit
@@ -597,81 +692,6 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 
 
 @_jit
-def run_kernel_clocked(pst, est, wst, S, T, k, batch_size, t0):
-    """run_kernel on a clock starting at t0; returns when the kernel ends.
-
-    Rows issue evenly over the kernel's compute time (each slice pass over its share of
-    it), shifted by the stalls so far; each non-host row is translated (if on); fault
-    batches wait for the driver. The kernel ends when its compute, its stalls and its last
-    walk are done.
-    """
-    r0 = T.k_row_start[k]
-    r1 = T.k_row_start[k + 1]
-    dur = compute_ns(T, k)
-    xl = S.xli[XL_ON] != 0
-    ft = S.fcfg[F_ON] != 0
-    if ft:
-        S.fcfg[F_CLOCK] = t0
-    nb = 0
-    stall = 0.0
-    last = t0
-    n_pass = kernel_passes(S, T, k)
-    sliced = n_pass > 1
-    width = dur / n_pass
-    for s in range(n_pass):
-        bit = np.uint64(1) << np.uint64(s)
-        m = pass_rows(T, r0, r1, bit) if sliced else r1 - r0
-        gap = dur / (n_pass * m) if m > 0 else 0.0
-        base = t0 + s * width
-        j = -1
-        for r in range(r0, r1):
-            if sliced and not (T.row_slices[r] & bit):
-                continue
-            j += 1
-            d = T.row_page[r]
-            if T.a_host[T.b_alloc[T.page_block[d]]]:
-                continue
-            t = base + j * gap + stall
-            if ft:
-                t += S.fcfg[F_PEND_NS]
-            if xl:
-                ready = translate(wst, S, T, d, t, k)
-                if ready > last:
-                    last = ready
-            ps = S.pstate[d]
-            if ps & RES:
-                if ps & DUP and T.row_flags[r] & 6:
-                    ft_write_dup(S, d)
-                blk = T.page_block[d]
-                EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
-                continue
-            if ps & INB:
-                continue
-            if ft:
-                if ft_miss(S, T, k, r, d, t):
-                    continue
-                ps = S.pstate[d]
-            nb = add_fault(S, T, k, r, d, ps, nb)
-            if nb == batch_size:
-                stall += service_clocked(pst, est, S, T, nb, k, r, t)
-                nb = 0
-    if nb:
-        t = t0 + dur + stall
-        if ft:
-            t += S.fcfg[F_PEND_NS]
-        stall += service_clocked(pst, est, S, T, nb, k, r1, t)
-    if ft:
-        stall = ft_end_kernel(S, T, k, stall)
-    end = t0 + dur + stall
-    S.times[k, T_STALL] += stall
-    if last > end:
-        S.times[k, T_XLATE] += last - end
-        S.times[k, T_STALL] += last - end
-        end = last
-    return end
-
-
-@_jit
 def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
     """range_event (or host_access_event) once the (shared) driver and its copy engine are
     free; returns its end."""
@@ -729,7 +749,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         cur[i] += 1
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
+            clock[i] = run_kernel(pst, est, wst, S, T, k, batch_size, clock[i])
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])

@@ -18,7 +18,7 @@ def init(ctx: PolicyContext) -> tuple:
             np.zeros(n, np.uint8))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def unlink(st, c):
     prev, nxt, ends, linked = st
     if not linked[c]:
@@ -38,7 +38,7 @@ def unlink(st, c):
     linked[c] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def push_recent(st, c):
     prev, nxt, ends, linked = st
     unlink(st, c)
