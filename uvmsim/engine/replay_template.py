@@ -119,8 +119,8 @@ def release_chunk(est, S, T, blk):
 @_jit
 def block_pages(T, blk):
     """GPU memory a block's chunk takes with the small_blocks option, in 4 KiB pages: its
-    own pages (512 for a whole 2 MiB block). The driver backs a VA block smaller than 2 MiB
-    with 64 KiB and 4 KiB chunks (uvm_va_block_gpu_chunk_index_range), not a root chunk."""
+    own pages (512 for a whole 2 MiB block), as the driver backs a VA block smaller than
+    2 MiB with 64 KiB and 4 KiB chunks, not a root chunk (docs/semantics.md)."""
     return np.int64(T.b_hi[blk]) - np.int64(T.b_lo[blk]) + 1
 
 

@@ -164,8 +164,9 @@ class ReferenceModel:
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
     def block_pages(self, blk: int) -> int:
-        """GPU memory a block takes with small_blocks, in 4 KiB pages: its own pages. The
-        driver backs a VA block smaller than 2 MiB with 64 KiB and 4 KiB chunks."""
+        """GPU memory a block takes with small_blocks, in 4 KiB pages: its own pages, as the
+        driver backs a VA block smaller than 2 MiB with 64 KiB and 4 KiB chunks
+        (docs/semantics.md)."""
         return int(self.T.b_hi[blk]) - int(self.T.b_lo[blk]) + 1
 
     def ensure_chunk(self, blk: int, out_row: int, tick: int) -> int:
