@@ -295,7 +295,7 @@ def test_model_from_constants_is_the_fitting_hook():
     assert fit.fault_batch_size == 32 and dict(fit.sources)["fault_batch_size"] == FITTED
     assert fit.thrashing_settings()["nap_us"] == 100.0
     # the registered preset is untouched: the hook returns a new Model
-    assert MODELS["h200"].hardware.evict_ns == H200_PCIE5_FIT.evict_ns == 12_500.0
+    assert MODELS["h200"].hardware.evict_ns == H200_PCIE5_FIT.evict_ns == 13_440.0
     with pytest.raises(uvmsim.ConfigError, match="unknown constant 'evict_us'"):
         model_from_constants({"evict_us": 1.0})
     t = v11_trace().build()

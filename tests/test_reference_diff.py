@@ -73,11 +73,14 @@ options = st.fixed_dictionaries({
 
 @SLOW
 @given(prog=programs(v11=True), kw=common, opts=options, tr=translations,
-       pf=st.sampled_from(["density", "none", "2m"]), ev=st.sampled_from(["lru2m", "lfu2m"]))
-def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev):
+       pf=st.sampled_from(["density", "none", "2m"]), ev=st.sampled_from(["lru2m", "lfu2m"]),
+       small=st.booleans())
+def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev, small):
     trace = prog.build()
-    a = uvmsim.simulate(trace, prefetch=pf, evict=ev, translation=tr, **opts, **kw)
-    b = ref.simulate(trace, prefetch=pf, evict=ev, translation=tr, **opts, **kw)
+    a = uvmsim.simulate(trace, prefetch=pf, evict=ev, translation=tr, small_blocks=small,
+                        **opts, **kw)
+    b = ref.simulate(trace, prefetch=pf, evict=ev, translation=tr, small_blocks=small,
+                     **opts, **kw)
     assert_same(a, b)
     if not opts["host_access"]:
         assert a.extra["dtoh_bytes_host"] == a.extra["host_populated_pages"] == 0

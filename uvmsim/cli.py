@@ -125,6 +125,9 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
                         "a kernel)")
     g.add_argument("--host-access", action=argparse.BooleanOptionalAction, default=None,
                    help="apply the trace's v1.1 host_access events (CPU touches)")
+    g.add_argument("--small-blocks", action=argparse.BooleanOptionalAction, default=None,
+                   help="charge a VA block smaller than 2 MiB only its own pages of GPU "
+                        "memory (the driver's 64 KiB/4 KiB chunks)")
     g.add_argument("--remote", choices=["driver", "uvmsmart"],
                    help="remote mapping with access-counter delayed migration")
     g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
@@ -148,7 +151,7 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
                           "fault_batch_size": a.fault_batch_size, "translation": tr or None,
                           "thrashing": _options(a.thrashing), "remote": a.remote,
                           "advise": a.advise, "slices": a.slices,
-                          "host_access": a.host_access}
+                          "host_access": a.host_access, "small_blocks": a.small_blocks}
     if a.access_counter_threshold is not None:
         kw["access_counter_threshold"] = a.access_counter_threshold
     return kw

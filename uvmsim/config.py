@@ -144,7 +144,7 @@ _FIT = ("fitted to 35 real oversubscribed runs of the fit split (factors 1-3) on
 # (docs/validation.md). The measured constants are kept: refitting them too lowered the fit
 # split's loss by 3 % and made factor-1 predictions worse.
 H200_PCIE5_FIT = dataclasses.replace(
-    H200_PCIE5, name="h200-pcie5-fit", evict_ns=12_500.0, zero_fill_ns=131.2,
+    H200_PCIE5, name="h200-pcie5-fit", evict_ns=13_440.0, zero_fill_ns=131.2,
     sources=(*(kv for kv in H200_PCIE5.sources
                if kv[0] not in ("evict_ns", "zero_fill_ns", "host_fault_ns")),
              ("evict_ns", _FIT), ("zero_fill_ns", _FIT),
@@ -251,7 +251,8 @@ class Model:
 
     Options (docs/semantics.md has their exact rules): `slices` replays kernels in v1.1
     time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
-    driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `remote`,
+    driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
+    charges a VA block smaller than 2 MiB only its own pages of GPU memory; `remote`,
     `advise` and the access-counter settings as in docs/policies.md.
     """
 
@@ -262,6 +263,7 @@ class Model:
     host_access: bool = False
     thrashing: bool = False
     thrashing_params: tuple[tuple[str, float], ...] = ()
+    small_blocks: bool = False
     remote: str | None = None
     advise: bool = False
     access_counter_threshold: float | None = None
@@ -278,7 +280,7 @@ class Model:
             raise ConfigError(f"model {self.name!r}: fault_batch_size must be an integer "
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
-        for k in ("slices", "host_access", "thrashing", "advise"):
+        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")
@@ -293,6 +295,9 @@ class Model:
                 raise ConfigError(f"thrashing parameter {k} must be a number >= 0, got {v!r}")
         object.__setattr__(self, "thrashing_params",
                            tuple(sorted((k, float(v)) for k, v in params.items())))
+        if self.small_blocks and self.remote is not None:
+            raise ConfigError(f"model {self.name!r}: small_blocks and remote cannot be "
+                              "combined (UVMSmart's migration threshold counts whole chunks)")
         if self.remote is not None and self.remote not in REMOTE_MODES:
             raise ConfigError(f"remote must be None or one of {list(REMOTE_MODES)}, "
                               f"got {self.remote!r}")

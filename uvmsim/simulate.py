@@ -69,6 +69,7 @@ def feature_vector(model: Model) -> np.ndarray:
     f[st.F_ON] = float(model.thrashing or model.remote is not None or model.advise)
     f[st.F_SLICES] = float(model.slices)
     f[st.F_HOST_ACCESS] = float(model.host_access)
+    f[st.F_SMALL] = float(model.small_blocks)
     return f
 
 
@@ -92,7 +93,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              thrashing: bool | dict[str, float] | None = None, remote: str | None = None,
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
-             remote_access_ns: float | None = None) -> Result:
+             remote_access_ns: float | None = None,
+             small_blocks: bool | None = None) -> Result:
     """Replay `trace` and return its counts (driver-model.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
@@ -115,6 +117,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     remotely mapped pages; "uvmsmart": UVMSmart's adaptive delayed migration of reads) with
     `access_counter_threshold` and `access_counter_penalty`; `advise=True` applies the
     trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
+    `small_blocks` counts GPU memory in pages and charges a VA block smaller than 2 MiB (a
+    small allocation, or an allocation's part of a 2 MiB window) only its own pages.
     """
     run = prepare(trace, model=model, oversub=oversub, capacity_bytes=capacity_bytes,
                   capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
@@ -124,7 +128,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   thrashing=thrashing, remote=remote, advise=advise,
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
-                  remote_access_ns=remote_access_ns)
+                  remote_access_ns=remote_access_ns, small_blocks=small_blocks)
     m = run.model
     if run.translation is not None and (m.remote is not None or m.advise):
         raise ConfigError("remote/advise are not yet modelled with translation on")
@@ -186,11 +190,15 @@ class Prepared:
         return r
 
 
-def chunk_pool(T, capacity: int) -> int:
+def chunk_pool(T, capacity: int, small_blocks: bool = False) -> int:
     """Chunks the engine allocates: the capacity, but no more than the blocks of non-host
     allocations, as more could never be in use at once (a capacity sized by a huge reserved
-    range then costs nothing); at least 1."""
+    range then costs nothing); at least 1. With small_blocks the capacity is counted in pages
+    (S_FREEPG) and blocks smaller than 2 MiB take less than a chunk, so every such block may
+    hold one at once."""
     managed = int(np.count_nonzero(~T.a_host[T.b_alloc])) if T.b_alloc.size else 0
+    if small_blocks:
+        return max(1, managed)
     return max(1, min(int(capacity), managed))
 
 
@@ -215,7 +223,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns): None keeps the model's value.
+    remote_access_ns, small_blocks): None keeps the model's value.
     """
     trace = _as_trace(trace)
     m = get_model(model, **overrides)
@@ -236,7 +244,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     n_pages = int(T.page_block.size)
     n_blocks = int(T.b_alloc.size)
-    pool = chunk_pool(T, cap)
+    pool = chunk_pool(T, cap, m.small_blocks)
     pst = _init(pf, PolicyContext(pool, n_blocks, n_pages, T, pf_params, seed), streamed)
     est = _init(ev, PolicyContext(pool, n_blocks, n_pages, T, ev_params, seed), streamed)
     tr = get_translation(translation)
@@ -251,6 +259,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "trace": str(trace.path) if trace.path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
+              "small_blocks": m.small_blocks,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
     if streamed:

@@ -215,7 +215,8 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a model constant (model_from_constants keys)")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off",
-                    help="switch a model option (slices, host_access, thrashing)")
+                    help="switch a model option (slices, host_access, thrashing, "
+                         "small_blocks)")
     ap.add_argument("--free", type=lambda v: v.split(","), default=list(BOUNDS),
                     help="constants the fit searches (default: all but the bandwidth); "
                          "the others keep the model's values")
@@ -274,7 +275,8 @@ def main() -> int:
         v, batch, theta = best
         res = {"loss": v, "split": "fit", "runs": int(len(fitruns)),
                "base_model": model.name,
-               "options": {k: getattr(model, k) for k in ("slices", "host_access", "thrashing")},
+               "options": {k: getattr(model, k) for k in ("slices", "host_access", "thrashing",
+                                                              "small_blocks")},
                "constants": fitted_constants(theta, batch, a.free)}
         (RESULTS / "fit.json").write_text(json.dumps(res, indent=1) + "\n")
         print(json.dumps(res, indent=1))

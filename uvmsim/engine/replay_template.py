@@ -111,17 +111,35 @@ def release_chunk(est, S, T, blk):
     S.chunk_block[c] = -1
     S.free_stack[S.scal[S_NFREE]] = c
     S.scal[S_NFREE] += 1
+    if S.fcfg[F_SMALL] != 0.0:
+        S.scal[S_FREEPG] += block_pages(T, blk)
     EV_ON_RELEASE(est, S, T, c, blk)
 
 
 @_jit
+def block_pages(T, blk):
+    """GPU memory a block's chunk takes with the small_blocks option, in 4 KiB pages: its
+    own pages (512 for a whole 2 MiB block), as the driver backs a VA block smaller than
+    2 MiB with 64 KiB and 4 KiB chunks, not a root chunk (docs/semantics.md)."""
+    return np.int64(T.b_hi[blk]) - np.int64(T.b_lo[blk]) + 1
+
+
+@_jit
 def ensure_chunk(est, S, T, blk, out_row, tick):
-    """Step 1: the block takes a free chunk, evicting the policy's victims until one is free."""
+    """Step 1: the block takes a free chunk, evicting the policy's victims until one is free
+    (with small_blocks: until its own pages of GPU memory are free)."""
     c = S.b_chunk[blk]
     if c >= 0:
         return c
     while S.scal[S_NFREE] == 0:
         evict_one(est, S, T, out_row, tick)
+    if S.fcfg[F_SMALL] != 0.0:
+        # capacity in pages: evict until the block's own pages fit (the pool then holds a
+        # chunk for every block, so a free chunk id never runs out first)
+        need = block_pages(T, blk)
+        while S.scal[S_FREEPG] < need:
+            evict_one(est, S, T, out_row, tick)
+        S.scal[S_FREEPG] -= need
     S.scal[S_NFREE] -= 1
     c = S.free_stack[S.scal[S_NFREE]]
     S.chunk_block[c] = blk

@@ -68,6 +68,9 @@ S_NBATCH = 2
 # the GPU's capacity in chunks; the pool (free_stack) may hold fewer: no more chunks than
 # blocks that can take one, as more could never all be in use
 S_CAP = 3
+# small_blocks option: GPU memory still free, in 4 KiB pages (the capacity is counted in
+# pages, a block taking its own pages: docs/semantics.md)
+S_FREEPG = 4
 
 _STATE_FIELDS = [
     "pstate",       # uint8[n_pages] POP/RES/INB bits
@@ -77,7 +80,7 @@ _STATE_FIELDS = [
     "rank_block",   # int64[n_blocks] inverse of b_rank
     "chunk_block",  # int32[n_chunks] block holding each chunk, -1 if free
     "free_stack",   # int32[n_chunks] free chunks; top at scal[S_NFREE]-1
-    "scal",         # int64[4] scalars (S_NFREE)
+    "scal",         # int64[5] scalars (S_NFREE, ..., S_FREEPG)
     "tacc",         # float64[1] transfer time accumulated by the current step
     "xfer",         # float64[2, 513] time of a copy of k pages (k <= 512, one block) host
                     # to device [0, k] and device to host [1, k]: uvmsim.engine.timing's
@@ -132,6 +135,9 @@ N_XLF = 4
 # v1.1 options (docs/semantics.md), 0/1, independent of F_ON: F_SLICES replays kernels in
 # time-slice passes; F_HOST_ACCESS applies host_access events
 F_SLICES, F_HOST_ACCESS = 16, 17
+# small_blocks option (docs/semantics.md), 0/1: a VA block smaller than 2 MiB takes only its
+# own pages of GPU memory (the driver backs it with 64 KiB and 4 KiB chunks)
+F_SMALL = 18
 N_FCFG = 20
 REMOTE_DRIVER, REMOTE_UVMSMART = 1, 2
 # pg_adv bits
@@ -215,9 +221,10 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
     """
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
-    scal = np.zeros(4, np.int64)
+    scal = np.zeros(5, np.int64)
     scal[S_NFREE] = n_chunks
     scal[S_CAP] = n_chunks if capacity is None else capacity
+    scal[S_FREEPG] = scal[S_CAP] * 512
     from .timing import transfer_table
     fields = dict(
         pstate=np.zeros(n_pages, np.uint8),

@@ -24,9 +24,9 @@ __all__ = ["FaultBuffer", "ReferenceModel", "simulate"]
 def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
              **kwargs: Any) -> Result:
     """`uvmsim.simulate(trace, **kwargs)`, computed by the SimPy reference model (slow; for
-    checking). The model's options `slices`, `host_access` and `thrashing` are modelled
-    here; `remote` and `advise` are not yet: asking for one is a ConfigError rather than a
-    silently different answer.
+    checking). The model's options `slices`, `host_access`, `thrashing` and `small_blocks`
+    are modelled here; `remote` and `advise` are not yet: asking for one is a ConfigError
+    rather than a silently different answer.
     """
     run = prepare(trace, **kwargs)
     if run.lazy is not None:

@@ -31,9 +31,9 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
                             CAUSE_MEMSET, CAUSE_PREFETCH, F_CLOCK, F_EPOCH_NS, F_HOST_ACCESS,
                             F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
-                            F_REMOTE_NS, F_SLICES, F_THRASH, F_THRESH, HW_BATCH_NS,
+                            F_REMOTE_NS, F_SLICES, F_SMALL, F_THRASH, F_THRESH, HW_BATCH_NS,
                             HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
-                            OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
+                            OP_HOST_ACCESS, POP, RES, S_FREEPG, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
 from ..engine.build import policy_key
@@ -159,16 +159,30 @@ class ReferenceModel:
         S.chunk_block[c] = -1
         S.free_stack[S.scal[S_NFREE]] = c
         S.scal[S_NFREE] += 1
+        if S.fcfg[F_SMALL]:
+            S.scal[S_FREEPG] += self.block_pages(blk)
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
+    def block_pages(self, blk: int) -> int:
+        """GPU memory a block takes with small_blocks, in 4 KiB pages: its own pages, as the
+        driver backs a VA block smaller than 2 MiB with 64 KiB and 4 KiB chunks
+        (docs/semantics.md)."""
+        return int(self.T.b_hi[blk]) - int(self.T.b_lo[blk]) + 1
+
     def ensure_chunk(self, blk: int, out_row: int, tick: int) -> int:
-        """Step 1: the block takes a free chunk, evicting the policy's victims until one is."""
+        """Step 1: the block takes a free chunk, evicting the policy's victims until one is
+        (with small_blocks: until its own pages of GPU memory are free)."""
         S = self.S
         c = int(S.b_chunk[blk])
         if c >= 0:
             return c
         while S.scal[S_NFREE] == 0:
             self.evict_one(out_row, tick)
+        if S.fcfg[F_SMALL]:
+            need = self.block_pages(blk)
+            while S.scal[S_FREEPG] < need:
+                self.evict_one(out_row, tick)
+            S.scal[S_FREEPG] -= need
         S.scal[S_NFREE] -= 1
         c = int(S.free_stack[S.scal[S_NFREE]])
         S.chunk_block[c] = blk
