@@ -33,7 +33,8 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
                             F_REMOTE_NS, F_SLICES, F_THRASH, F_THRESH, HW_BATCH_NS,
                             HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
-                            OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
+                            F_ON, OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, S_VTEN,
+                            T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
 from ..engine.build import policy_key
@@ -68,11 +69,15 @@ class ReferenceModel:
 
     def __init__(self, S, T, pf, ev, pst, est, batch_size: int, walkers=None,
                  walker_ctx: WalkerContext | None = None, scheduler=None,
-                 sched_state: tuple = ()) -> None:
+                 sched_state: tuple = (), memory=None) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
         # the hooks run from Python here: key their disk caches as the engine's are
-        policy_key(pf, ev)
+        _, hooks = policy_key(pf, ev, walkers, scheduler, memory)
+        # the memory component's hook and the scheduler's start hook are called as the
+        # engine calls them (as policy hooks are)
+        self.MEM_RESERVE = hooks["MEM_RESERVE"]
+        self.SC_START = hooks["SC_START"]
         self.PF_PREFETCH = pf.prefetch
         self.EV_ON_FILL = ev.on_fill
         self.EV_ON_HIT = None if ev.on_hit in (None, no_hit) else ev.on_hit
@@ -85,6 +90,8 @@ class ReferenceModel:
         self.pmask = np.zeros(512, np.uint8)
         self.xl = bool(S.xli[XL_ON])
         self.thrashing = bool(S.fcfg[F_THRASH])
+        # any optional mechanism on: kernels run on the mechanisms' clock (F_CLOCK, F_PEND_NS)
+        self.ft = bool(S.fcfg[F_ON])
         self.walk_ns = float(S.xlf[XF_WALK_NS])
         # the walker component's FIFO pools (one simpy.Resource each) and pool choice
         self.wk = walkers if walkers is not None else WALKERS["shared"]
@@ -108,6 +115,8 @@ class ReferenceModel:
         blk = int(S.chunk_block[c])
         if c < 0 or blk < 0:
             raise RuntimeError("eviction policy named a chunk that is not in use")
+        if S.scal[S_VTEN] >= 0 and int(S.b_vbase[blk]) >> 44 != S.scal[S_VTEN]:
+            raise RuntimeError("eviction policy named a chunk of another tenant than asked")
         lo = int(T.b_lo[blk])
         p0 = int(T.b_page0[blk]) - lo
         first = max(int(S.victim[1]), lo)
@@ -159,21 +168,36 @@ class ReferenceModel:
         S.chunk_block[c] = -1
         S.free_stack[S.scal[S_NFREE]] = c
         S.scal[S_NFREE] += 1
+        S.t_chunks[int(S.b_vbase[blk]) >> 44] -= 1
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
     def ensure_chunk(self, blk: int, out_row: int, tick: int) -> int:
-        """Step 1: the block takes a free chunk, evicting the policy's victims until one is."""
+        """Step 1: the block takes a free chunk, evicting the policy's victims until one is;
+        first, the evictions from one tenant's chunks the memory component demands."""
         S = self.S
         c = int(S.b_chunk[blk])
         if c >= 0:
             return c
+        ten = int(S.b_vbase[blk]) >> 44
+        while (j := int(self.MEM_RESERVE(S.mem, S, self.T, ten))) >= 0:
+            self.evict_from(j, out_row, tick)
         while S.scal[S_NFREE] == 0:
             self.evict_one(out_row, tick)
         S.scal[S_NFREE] -= 1
         c = int(S.free_stack[S.scal[S_NFREE]])
         S.chunk_block[c] = blk
         S.b_chunk[blk] = c
+        S.t_chunks[ten] += 1
         return c
+
+    def evict_from(self, j: int, out_row: int, tick: int) -> None:
+        """One eviction among tenant j's chunks only (the policy's victim restricted)."""
+        S = self.S
+        if not 0 <= j < S.t_chunks.size or S.t_chunks[j] <= 0:
+            raise RuntimeError(f"asked to evict from tenant {j}, which holds no chunk")
+        S.scal[S_VTEN] = j
+        self.evict_one(out_row, tick)
+        S.scal[S_VTEN] = -1
 
     def make_resident(self, blk: int, first: int, last: int, use_masks: bool, cause_f: int,
                       cause_p: int, out_row: int, tick: int) -> None:
@@ -506,7 +530,7 @@ class ReferenceModel:
         dur = float(T.k_duration_ns[k])
         if not dur > 0.0:
             dur = 0.0
-        if self.thrashing:
+        if self.ft:
             S.fcfg[F_CLOCK] = t0
         stall = 0.0
         walks: list = []
@@ -517,7 +541,7 @@ class ReferenceModel:
             if T.a_host[T.b_alloc[blk]]:
                 continue
             t = issue + stall
-            if self.thrashing:
+            if self.ft:
                 t += S.fcfg[F_PEND_NS]     # naps and remote reads so far delay the row
             if self.xl:
                 if t > env.now:
@@ -530,6 +554,9 @@ class ReferenceModel:
                 continue
             if ps & INB:
                 continue
+            if self.ft and S.t_remote[int(S.b_vbase[blk]) >> 44]:
+                self.remote_access(k, r, d)   # the scheduler's hint for the whole tenant
+                continue
             if self.thrashing and self.thrash_fault(k, r, d, t):
                 continue
             S.counts[k, C_FAULTS] += 1
@@ -540,12 +567,12 @@ class ReferenceModel:
                 stall += yield env.process(self.service(buf.n, k, r, t))
         if buf.n:
             t = t0 + dur + stall
-            if self.thrashing:
+            if self.ft:
                 t += S.fcfg[F_PEND_NS]
             if t > env.now:
                 yield env.timeout(t - env.now)
             stall += yield env.process(self.service(buf.n, k, r1, t))
-        if self.thrashing:
+        if self.ft:
             stall += S.fcfg[F_PEND_NS]
             S.fcfg[F_PEND_NS] = 0.0
             S.fcfg[F_CLOCK] = t0 + dur + stall
@@ -639,6 +666,22 @@ class ReferenceModel:
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
 
+    def reclaim(self, ten: int, k: int, tick: int, t: float) -> None:
+        """Kernel k of tenant ten starts at t: the evictions the scheduler's `start` names
+        (proactive reclamation), done by the driver from when it is free; the kernel does
+        not wait for them, its batches queue behind them."""
+        S = self.S
+        j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
+        if j < 0:
+            return
+        start = max(t, float(S.xlf[XF_DRIVER_FREE]))
+        S.tacc[0] = 0.0
+        while j >= 0:
+            self.evict_from(j, k, tick)
+            j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
+        S.times[k, T_TRANSFER] += S.tacc[0]
+        S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+
     def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray,
                waited: np.ndarray | None = None) -> None:
         """Replay tenants' events (tenant i: events ten_ev[i]..ten_ev[i+1]-1, outside row
@@ -653,6 +696,7 @@ class ReferenceModel:
         waiting: set[int] = set()
         while True:
             live = [j for j in range(n_t) if cur[j] < ten_ev[j + 1]]
+            S.t_live[:] = [j in live for j in range(n_t)]
             if not live:
                 return
             ready = [j for j in live if j not in waiting] or live
@@ -664,6 +708,8 @@ class ReferenceModel:
                 waiting.add(i)
                 continue
             cur[i] += 1
+            if int(T.ev_op[e]) == OP_KERNEL:
+                self.reclaim(i, int(T.ev_kernel[e]), tick[i], float(clock[i]))
             env = self._open(float(clock[i]))
             proc = env.process(self.event(e, int(ten_out[i]), tick[i], float(clock[i])))
             clock[i] = env.run(until=proc)
