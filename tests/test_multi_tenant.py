@@ -304,6 +304,12 @@ def test_cli_multi(tmp_path):
     p = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none",
             "--translation", "walkers=2", "--walkers", "dws", "--scheduler", "mfit", "--json",
             check=True)
+    mem = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none", "--memory",
+              "partitioned", "--json", check=True)
+    want_mem = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
+                              prefetch="none", memory="partitioned")
+    assert [r["evicted_chunks"] for r in json.loads(mem.stdout)["tenants"]] == \
+        want_mem.table["evicted_chunks"].tolist()
     got = json.loads(p.stdout)
     want = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
                           prefetch="none", translation={"walkers": 2}, walkers="dws",
@@ -318,7 +324,9 @@ def test_cli_multi(tmp_path):
     listed = {(r["kind"], r["name"]) for r in json.loads(cli("policies", "--json",
                                                               check=True).stdout)}
     assert {("walkers", "shared"), ("walkers", "partitioned"), ("walkers", "dws"),
-            ("scheduler", "interleave"), ("scheduler", "mfit")} <= listed
+            ("scheduler", "interleave"), ("scheduler", "mfit"), ("scheduler", "amfit"),
+            ("scheduler", "madvise"), ("memory", "shared"), ("memory", "partitioned"),
+            ("memory", "fair")} <= listed
 
 
 def test_custom_walker_component_from_the_docs(monkeypatch):
@@ -482,3 +490,71 @@ def test_memory_and_schedulers_engine_equals_reference(progs, cap, batch, pair, 
     for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
         assert_same(x, y)
     np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+
+
+def test_component_files_shown_in_the_docs_match_the_source():
+    """docs/policies.md shows built-in component files in full (less docstrings): every
+    line of such a block appears, in order, in the file its first line names."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    blocks = re.findall(r"```python\n# (uvmsim/components/\S+\.py)\n(.*?)```",
+                        (root / "docs/policies.md").read_text(), re.S)
+    assert {p for p, _ in blocks} >= {"uvmsim/components/memory/partitioned.py",
+                                      "uvmsim/components/sched/mfit.py"}
+    for path, body in blocks:
+        src = iter((root / path).read_text().splitlines())
+        for line in filter(str.strip, body.splitlines()):
+            assert any(s == line for s in src), (path, line)
+
+
+# ------------------------------------------------------------------ optional mechanisms
+@settings(max_examples=16, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=7), min_size=1, max_size=3),
+       cap=st.integers(1, 4), batch=st.sampled_from([1, 3, 256]),
+       opts=st.sampled_from([
+           {"thrashing": {"threshold": 1, "pin_threshold": 1, "lapse_us": 1e9}},
+           {"remote": "driver", "advise": True, "access_counter_threshold": 2},
+           {"remote": "uvmsmart", "access_counter_threshold": 2},
+           {"advise": True, "thrashing": True}]),
+       translated=st.booleans())
+def test_tenants_with_thrashing_remote_and_advise_engine_equals_reference(
+        progs, cap, batch, opts, translated):
+    """The optional mechanisms with several tenants, on the engine variant the component
+    tests above already compile (all defaults, prefetch "none")."""
+    traces = [p.build() for p in progs]
+    kw = dict(capacity_chunks=cap, fault_batch_size=batch, prefetch="none",
+              translation=Translation(walkers=2) if translated else None, **opts)
+    a = simulate_multi(traces, **kw)
+    b = simulate_multi(traces, engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+
+
+def test_advise_hints_apply_per_tenant():
+    """Tenant 0 sets preferred location CPU on its allocation: its reads go remote; tenant
+    1's identical program without the hint faults. Read-mostly copies are dropped, not
+    copied back, when evicted."""
+    def prog(hint):
+        b = TraceBuilder()
+        a = b.alloc(2 << 20)
+        if hint:
+            b.advise(b.base(a), 2 << 20, hint)
+        b.kernel(reads=[int(p) for p in b.pages(a, 0, 4)], duration_ns=1000)
+        return b.build()
+    for engine in ("fast", "reference"):
+        mr = simulate_multi([prog("set_preferred_location_cpu"), prog(None)],
+                            capacity_chunks=2, prefetch="none", advise=True, engine=engine)
+        assert mr.table["faults"].tolist() == [0, 4], engine
+        assert [r.extra["remote_accesses"] for r in mr.tenants] == [4, 0]
+        rm = simulate_multi([prog("set_read_mostly"), prog(None)], capacity_chunks=1,
+                            prefetch="none", advise=True, engine=engine)
+        # tenant 1's fault evicts tenant 0's read duplicates: nothing is copied back
+        assert rm.table["evicted_chunks"].tolist() == [0, 1]
+        assert rm.tenants[1].kernels["dtoh_bytes_evict"].sum() == 0
+        # without the hint the same eviction copies tenant 0's 4 pages back
+        plain = simulate_multi([prog(None), prog(None)], capacity_chunks=1, prefetch="none",
+                               advise=True, engine=engine)
+        assert plain.tenants[1].kernels["dtoh_bytes_evict"].sum() == 4 * PAGE

@@ -255,8 +255,9 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
 
     Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
     peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
-    thrashing) as in `uvmsim.simulate`; remote mapping and hints are not modelled with
-    tenants. `engine="reference"` computes the same with the SimPy reference model.
+    thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
+    remote_access_ns) as in `uvmsim.simulate`. `engine="reference"` computes the same with
+    the SimPy reference model.
 
     Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
     `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
@@ -273,8 +274,6 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     if engine not in ("fast", "reference"):
         raise ConfigError(f"engine must be 'fast' or 'reference', got {engine!r}")
     mdl = get_model(model, hardware=hardware, fault_batch_size=fault_batch_size, **overrides)
-    if mdl.remote is not None or mdl.advise:
-        raise ConfigError("remote/advise are not yet modelled with several tenants")
     pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
     batch = mdl.fault_batch_size
     peak = sum(t.peak_blocks for t in ts)

@@ -25,7 +25,12 @@ import math
 import numpy as np
 import simpy
 
-from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
+from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
+                            ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
+                            ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
+                            ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, C_COUNTER_MIG, DUP,
+                            F_AC_PENALTY, F_AC_THRESH, F_ADVISE, F_OVERSUB, F_REMOTE,
+                            OP_ADVISE, REMOTE_DRIVER, REMOTE_UVMSMART, S_CAP, C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
                             C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP, C_PAGE_WALKS,
                             C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES, C_ZERO_FILL,
                             CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
@@ -123,34 +128,46 @@ class ReferenceModel:
         last = min(int(S.victim[2]), int(T.b_hi[blk]))
         if self.xl:
             self.tlb_shootdown(blk, first, last)
-        n = self._copy_back(p0, first, last)
+        n, ndup = self._copy_back(p0, first, last, drop_dup=True)
         self.sync_bres(blk)
-        if n == 0:
+        if n + ndup == 0:
             raise RuntimeError("eviction policy named a range with no resident page")
         S.counts[out_row, C_DTOH_EVICT] += n * 4096
-        S.b_nres[blk] -= n
+        S.b_nres[blk] -= n + ndup
+        if S.fcfg[F_REMOTE] == REMOTE_UVMSMART:
+            # the evicted 64 KiB leaves made one more round trip; their counters restart
+            for leaf in range(first >> 4, (last >> 4) + 1):
+                S.ac_trips[blk * 32 + leaf] += 1
+                S.ac_count[blk * 32 + leaf] = 0
         if S.b_nres[blk] == 0:
             self.release_chunk(blk)
             S.counts[out_row, C_EVICTED] += 1
             S.tacc[0] += S.hw[HW_EVICT_NS]          # the driver's fixed work per eviction
 
-    def _copy_back(self, p0: int, first: int, last: int) -> int:
+    def _copy_back(self, p0: int, first: int, last: int, drop_dup: bool = False):
         """Device-to-host copy of the resident pages among positions first..last; each
-        contiguous run is one transfer on the link."""
+        contiguous run is one transfer on the link. With `drop_dup` (an eviction) a read
+        duplicate is dropped, not copied (the CPU copy is current): returns (copied,
+        dropped); else every resident page is copied: returns the number copied."""
         S = self.S
-        n = run = 0
+        n = ndup = run = 0
         for pos in range(first, last + 1):
             d = p0 + pos
-            if S.pstate[d] & RES:
-                S.pstate[d] &= ~RES
+            ps = S.pstate[d]
+            if ps & RES and not (drop_dup and ps & DUP):
+                S.pstate[d] = ps & ~(RES | DUP)
                 n += 1
                 run += 1
-            elif run:
+                continue
+            if ps & RES:
+                S.pstate[d] = ps & ~(RES | DUP)
+                ndup += 1
+            if run:
                 S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
                 run = 0
         if run:
             S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
-        return n
+        return (n, ndup) if drop_dup else n
 
     def sync_bres(self, blk: int) -> None:
         """S.bres (resident positions of each block, a bit each) after pstate changed."""
@@ -274,6 +291,8 @@ class ReferenceModel:
             self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
             self.pmask[:] = 0
             self.pmask[to_positions(S.pbits)] = 1
+            if S.fcfg[F_ADVISE]:
+                self.hint_prefetch(p0, lo, hi)
             if self.thrashing:
                 # pages pinned by thrashing mitigation are never prefetched
                 for pos in range(lo, hi + 1):
@@ -283,6 +302,18 @@ class ReferenceModel:
             self.fmask[lo:hi + 1] = 0
         S.counts[out_row, C_BATCHES] += 1
         S.scal[S_NBATCH] = 0
+
+    def hint_prefetch(self, p0: int, lo: int, hi: int) -> None:
+        """The driver's hint rules on the prefetch set: a fault on a page preferring the GPU,
+        in a block resident nowhere, takes the whole block; pages preferring the CPU are
+        not prefetched."""
+        S = self.S
+        adv = S.pg_adv[p0 + lo:p0 + hi + 1]
+        pref = bool(np.any(self.fmask[lo:hi + 1].astype(bool) & (adv & ADV_PREF_GPU != 0)))
+        nowhere = not np.any(S.pstate[p0 + lo:p0 + hi + 1] & (POP | RES))
+        if pref and nowhere:
+            self.pmask[lo:hi + 1] = 1
+        self.pmask[lo:hi + 1][adv & ADV_PREF_CPU != 0] = 0
 
     def prefetch_to_cpu(self, blk: int, lo: int, hi: int, out_row: int,
                         col: int = C_DTOH_API) -> int:
@@ -378,6 +409,94 @@ class ReferenceModel:
             t += S.fcfg[F_NAP_NS]
         self._record(d, last, t)
         return False
+
+    def gpu_miss(self, k: int, r: int, d: int, now: float) -> bool:
+        """Where a GPU miss on page d goes, in the driver's order: read duplication
+        (read-mostly), preferred location CPU, the scheduler's remote hint for the tenant, a
+        thrashing pin, an accessed-by mapping (remote until an access counter notifies),
+        UVMSmart's delayed migration of reads, thrashing detection. True: served remotely."""
+        S, T = self.S, self.T
+        write = T.row_flags[r] & 6
+        adv = 0
+        if S.fcfg[F_ADVISE]:
+            adv = int(S.pg_adv[d])
+            if adv & ADV_READ_MOSTLY:
+                if not write:
+                    S.pstate[d] |= DUP
+                return False
+            if adv & ADV_PREF_CPU:
+                self.remote_access(k, r, d)
+                return True
+        if S.t_remote[int(S.b_vbase[T.page_block[d]]) >> 44]:
+            self.remote_access(k, r, d)
+            return True
+        if self.thrashing and S.pg_pin[d] > now:
+            self.remote_access(k, r, d)
+            return True
+        if adv & ADV_ACCESSED_BY and not adv & ADV_PREF_GPU and S.pstate[d] & POP:
+            if not (S.fcfg[F_REMOTE] == REMOTE_DRIVER and self.counter_driver(k, r, d)):
+                self.remote_access(k, r, d)
+                return True
+        elif S.fcfg[F_REMOTE] == REMOTE_UVMSMART and not write:
+            if not self.counter_uvmsmart(k, r, d):
+                self.remote_access(k, r, d)
+                return True
+        return self.thrashing and self.thrash_fault(k, r, d, now)
+
+    def counter_driver(self, k: int, r: int, d: int) -> bool:
+        """The driver's access counter of page d's 2 MiB block; True when it notifies."""
+        S, T = self.S, self.T
+        blk = int(T.page_block[d])
+        S.ac_count[blk] += T.row_count[r]
+        if S.ac_count[blk] >= S.fcfg[F_AC_THRESH]:
+            S.ac_count[blk] = 0
+            S.counts[k, C_COUNTER_MIG] += 1
+            return True
+        return False
+
+    def counter_uvmsmart(self, k: int, r: int, d: int) -> bool:
+        """UVMSmart's adaptive delayed migration of page d's 64 KiB leaf; True: migrate."""
+        S, T = self.S, self.T
+        g = int(T.page_block[d]) * 32 + (int(T.page_pos[d]) >> 4)
+        S.ac_count[g] += T.row_count[r]
+        used = S.free_stack.size - int(S.scal[S_NFREE])
+        cap = int(S.scal[S_CAP])
+        if used >= cap:
+            S.fcfg[F_OVERSUB] = 1.0
+        if S.fcfg[F_OVERSUB]:
+            thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
+        else:
+            thr = 1.0 + S.fcfg[F_AC_THRESH] * used / cap
+        if S.ac_count[g] >= thr:
+            S.counts[k, C_COUNTER_MIG] += 1
+            return True
+        return False
+
+    def advise(self, e: int) -> None:
+        """cudaMemAdvise on the event's range (clipped to live non-host allocations)."""
+        S, T = self.S, self.T
+        arg = int(T.ev_arg[e])
+        for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
+            if T.a_host[T.seg_alloc[seg]]:
+                continue
+            for d in range(int(T.seg_first[seg]), int(T.seg_last[seg]) + 1):
+                a = int(S.pg_adv[d])
+                if arg == ARG_SET_PREF_GPU:
+                    a = (a | ADV_PREF_GPU) & ~ADV_PREF_CPU
+                elif arg == ARG_SET_PREF_CPU:
+                    a = (a | ADV_PREF_CPU) & ~ADV_PREF_GPU
+                elif arg == ARG_SET_ACCESSED_BY:
+                    a |= ADV_ACCESSED_BY
+                elif arg == ARG_SET_READ_MOSTLY:
+                    a |= ADV_READ_MOSTLY
+                elif arg in (ARG_UNSET_PREF_GPU, ARG_UNSET_PREF_CPU):
+                    a &= ~(ADV_PREF_GPU | ADV_PREF_CPU)
+                elif arg == ARG_UNSET_ACCESSED_BY:
+                    a &= ~ADV_ACCESSED_BY
+                elif arg == ARG_UNSET_READ_MOSTLY:
+                    a &= ~ADV_READ_MOSTLY
+                    S.pstate[d] &= ~DUP
+                S.pg_adv[d] = a
 
     def remote_access(self, k: int, r: int, d: int) -> None:
         """Row r reads page d over the link from host memory: no fault."""
@@ -549,15 +668,16 @@ class ReferenceModel:
                 self.translate(d, t, k, walks)
             ps = S.pstate[d]
             if ps & RES:
+                if ps & DUP and T.row_flags[r] & 6:
+                    # a write to a read duplicate: the driver collapses the copies
+                    S.pstate[d] &= ~DUP
+                    S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
                 if self.EV_ON_HIT is not None:
                     self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
                 continue
             if ps & INB:
                 continue
-            if self.ft and S.t_remote[int(S.b_vbase[blk]) >> 44]:
-                self.remote_access(k, r, d)   # the scheduler's hint for the whole tenant
-                continue
-            if self.thrashing and self.thrash_fault(k, r, d, t):
+            if self.ft and self.gpu_miss(k, r, d, t):
                 continue
             S.counts[k, C_FAULTS] += 1
             S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & 6 else C_FAULTS_READ] += 1
@@ -661,6 +781,8 @@ class ReferenceModel:
             return (yield self.env.process(self.run_kernel(int(T.ev_kernel[e]), t)))
         if op == OP_FREE:
             self.free_alloc(int(T.ev_alloc[e]))
+        elif op == OP_ADVISE and self.S.fcfg[F_ADVISE]:
+            self.advise(e)
         elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH) or (op == OP_HOST_ACCESS and
                                                           self.S.fcfg[F_HOST_ACCESS]):
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
