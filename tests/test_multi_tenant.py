@@ -558,3 +558,70 @@ def test_advise_hints_apply_per_tenant():
         plain = simulate_multi([prog(None), prog(None)], capacity_chunks=1, prefetch="none",
                                advise=True, engine=engine)
         assert plain.tenants[1].kernels["dtoh_bytes_evict"].sum() == 4 * PAGE
+
+
+def test_one_model_object_serves_simulate_multi_and_the_reference_model():
+    """The frozen Model is the one configuration: simulate, simulate_multi (one tenant:
+    the clocked front end) and the reference model take the same object and agree."""
+    import dataclasses
+    from uvmsim.reference import simulate as ref_simulate
+    m = dataclasses.replace(get_model("contract"), name="mine", fault_batch_size=3,
+                            thrashing=True)
+    t = blocks_kernels([([0, 1], 1000), ([2], 1000), ([0], 1000)])
+    one = uvmsim.simulate(t, model=m, capacity_chunks=2, prefetch="none")
+    mr = simulate_multi([t], model=m, capacity_chunks=2, prefetch="none")
+    ref = ref_simulate(t, model=m, capacity_chunks=2, prefetch="none")
+    assert one.config["model"] == mr.config["model"] == ref.config["model"] == "mine"
+    assert_same(one, mr.tenants[0])
+    assert_same(one, ref)
+    # a batch of 3 (not the default 256): kernel 1's two faults go in one batch
+    assert one.summary["fault_batches"] == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.fault_batch_size = 4
+
+
+@pytest.mark.parametrize("ev", ["lru2m", "lru2m_access", "fifo2m", "random2m", "lfu2m",
+                                "belady2m", "lru4k", "lru64k", "tbn"])
+def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
+    """Four chunks filled in order by blocks of tenants 0, 1, 0, 1 (each block's first
+    page): a victim restricted to tenant j (S_VTEN, may_evict) is one of j's chunks; under
+    the recency policies it is j's least recent one, and unrestricted the overall oldest."""
+    from uvmsim.engine.compact import engine_arrays
+    from uvmsim.engine.state import RES, S_VTEN, engine_trace, new_state
+    from uvmsim.policies import get_evict
+    from uvmsim.policies.base import PolicyContext, empty_state
+    from uvmsim.simulate import block_service_rank
+    b = TraceBuilder()
+    a = b.alloc(8 << 20)
+    b.kernel(reads=[int(b.pages(a, 512 * x, 512 * x + 1)[0]) for x in range(4)])
+    t = b.build()
+    T = engine_arrays(t)
+    pol = get_evict(ev)
+    st = (pol.init or empty_state)(PolicyContext(4, 4, int(T.page_block.size), T, pol.params))
+    vbase = (np.arange(4, dtype=np.int64) % 2) << 44
+    S = new_state(int(T.page_block.size), 4, 4, 1, 256, block_service_rank(t, T),
+                  get_model().hardware.vector(), b_vbase=vbase, n_tenants=2)
+    ET = engine_trace(T)
+    for blk in range(4):
+        c = int(S.free_stack[3 - blk])
+        S.chunk_block[c] = blk
+        S.b_chunk[blk] = c
+        d = int(T.b_page0[blk])
+        S.pstate[d] |= RES
+        S.b_nres[blk] = 1
+        pos = int(T.page_pos[d])
+        S.bres[blk * 8 + (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
+        pol.on_fill(st, S, ET, c, blk, pos, pos, 1, blk)
+    S.scal[0] = 0          # no chunk free
+    owner = {int(S.b_chunk[blk]): blk % 2 for blk in range(4)}
+    oldest = {0: int(S.b_chunk[0]), 1: int(S.b_chunk[1])}
+    for ten in (0, 1):
+        S.scal[S_VTEN] = ten
+        pol.victim(st, S, ET, 0)
+        assert owner[int(S.victim[0])] == ten, ev
+        if ev in ("lru2m", "lru2m_access", "fifo2m", "lru4k", "lru64k", "tbn"):
+            assert int(S.victim[0]) == oldest[ten], ev
+    S.scal[S_VTEN] = -1
+    pol.victim(st, S, ET, 0)
+    if ev in ("lru2m", "fifo2m", "lru2m_access"):
+        assert int(S.victim[0]) == oldest[0]

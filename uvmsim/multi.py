@@ -185,6 +185,13 @@ def system_metrics(slowdown: Sequence[float]) -> dict[str, float]:
             "fairness": float(s.min() / s.max())}
 
 
+def contiguous(st: tuple) -> tuple:
+    """A component's state (a tuple or namedtuple of arrays) with contiguous arrays, of the
+    same type (compiled hooks read a namedtuple's fields by name)."""
+    arrays = [np.ascontiguousarray(a) for a in st]
+    return type(st)(*arrays) if hasattr(st, "_fields") else tuple(arrays)
+
+
 def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple]:
     """The walker component's context and state for n_t tenants on engine state S (its TLB
     sliced among them if the component asks). Checked before compiled code indexes."""
@@ -192,7 +199,7 @@ def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple
     if not S.xli[XL_ON]:
         return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
     wk.check(ctx)
-    st = tuple(np.ascontiguousarray(a) for a in wk.init(ctx))
+    st = contiguous(wk.init(ctx))
     if wk.tlb_slices:
         S.xli[XL_TLB_SLICES] = n_t
     return ctx, st
@@ -216,13 +223,11 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     mst = mem.init(MemoryContext(n_t, cap))
     S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
                   translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t, features=fv,
-                  n_tenants=n_t, mem=type(mst)(*(np.ascontiguousarray(a) for a in mst)))
+                  n_tenants=n_t, mem=contiguous(mst))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
     wctx, wst = walker_state(wk, S, n_t)
-    sst0 = sc.init(SchedContext(n_t, cap, T))
-    sst = type(sst0)(*(np.ascontiguousarray(a) for a in sst0)) if hasattr(sst0, "_fields") \
-        else tuple(np.ascontiguousarray(a) for a in sst0)
+    sst = contiguous(sc.init(SchedContext(n_t, cap, T)))
     waited = np.zeros(n_t)
     if engine == "fast":
         engine_for(pf, ev, wk, sc, mem).replay_clocked(pst, est, wst, sst, S, engine_trace(T),

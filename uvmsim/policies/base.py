@@ -2,7 +2,8 @@
 
 A prefetch policy is one njit function plus an `init`; an eviction policy is four njit
 hooks plus an `init`. Signatures (S: uvmsim.engine.state.EngineState, T: TraceArrays,
-both read-only to policies; `st` is the tuple of arrays the policy's `init` returned):
+both read-only to policies; `st` is the state the policy's `init` returned, a namedtuple
+of arrays):
 
     prefetch(st, S, T, blk, lo, hi)
         Block `blk` is being serviced. S.fbits holds its faulted window positions and
@@ -26,11 +27,13 @@ both read-only to policies; `st` is the tuple of arrays the policy's `init` retu
         eviction to one tenant's chunks (uvmsim.components.memory).
 
 `tick` is the index of the current access row (monotonic over the replay).
-`init(ctx)` runs in Python once per replay and returns the state tuple (NumPy arrays).
+`init(ctx)` runs in Python once per replay and returns the policy's state: a namedtuple of
+NumPy arrays the hooks read by field name (st.prev, st.freq; a plain tuple works too).
 """
 from __future__ import annotations
 
 import importlib
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -91,8 +94,12 @@ def may_evict(S, c):
     return ten < 0 or (S.b_vbase[S.chunk_block[c]] >> 44) == ten
 
 
-def empty_state(ctx: PolicyContext) -> tuple:
-    return (np.zeros(1, np.int64),)
+# the state of a policy that needs none
+EmptyState = namedtuple("EmptyState", "unused")
+
+
+def empty_state(ctx: PolicyContext) -> EmptyState:
+    return EmptyState(np.zeros(1, np.int64))
 
 
 PREFETCH: dict[str, PrefetchPolicy] = {}

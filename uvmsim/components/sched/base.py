@@ -25,6 +25,7 @@ as it calls policy hooks.
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +34,10 @@ import numpy as np
 from numba import njit
 
 from ...policies.base import lookup, register
+
+
+# the state of a scheduler that needs none
+NoState = namedtuple("NoState", "unused")
 
 
 @njit(cache=True)

@@ -10,11 +10,10 @@ fit); the rule above is this simulator's.
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-from .base import TenantScheduler, kernel_working_sets, register_scheduler
-from .mfit import admit as fits
+from .mfit import admit as fits, init
+from .base import TenantScheduler, register_scheduler
 
 
 @njit(cache=True)
@@ -26,10 +25,6 @@ def admit(st, S, T, ten, k, live):
 def start(st, S, T, ten, k, live):
     S.t_remote[ten] = 0 if fits(st, S, T, ten, k, live) else 1
     return -1
-
-
-def init(ctx):
-    return (kernel_working_sets(ctx.trace), np.array([ctx.capacity_chunks], np.int64))
 
 
 MADVISE = register_scheduler(TenantScheduler(

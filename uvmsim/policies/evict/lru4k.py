@@ -14,14 +14,14 @@ from numba import njit
 
 from ...engine.state import RES
 from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
-from .lru2m import push_recent, unlink
+from .lru2m import LruState, push_recent, unlink
 
 
-def init(ctx: PolicyContext) -> tuple:
+def init(ctx: PolicyContext) -> LruState:
     # int32 links: 512 nodes per chunk would cost 8 KiB per chunk at int64
     n = ctx.n_chunks * 512
-    return (np.full(n, -1, np.int32), np.full(n, -1, np.int32), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8))
+    return LruState(np.full(n, -1, np.int32), np.full(n, -1, np.int32),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8))
 
 
 @njit(cache=True)
@@ -36,17 +36,16 @@ def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
 
 @njit(cache=True)
 def on_release(st, S, T, chunk, blk):
-    linked = st[3]
     for pos in range(512):
-        if linked[chunk * 512 + pos]:
+        if st.linked[chunk * 512 + pos]:
             unlink(st, chunk * 512 + pos)
 
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    node = st[2][0]
+    node = st.ends[0]
     while True:
-        nxt = st[1][node]
+        nxt = st.next[node]
         c = node >> 9
         pos = node & 511
         blk = S.chunk_block[c]

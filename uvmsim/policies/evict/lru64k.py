@@ -14,15 +14,15 @@ from numba import njit
 
 from ...engine.state import RES
 from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
-from .lru2m import push_recent, unlink
+from .lru2m import LruState, push_recent, unlink
 
 LEAF = 16  # pages per 64 KiB leaf
 
 
-def init(ctx: PolicyContext) -> tuple:
+def init(ctx: PolicyContext) -> LruState:
     n = ctx.n_chunks * 32
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8))
+    return LruState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8))
 
 
 @njit(cache=True)
@@ -56,9 +56,9 @@ def on_release(st, S, T, chunk, blk):
 def pop_oldest_leaf(st, S, T):
     """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages (of
     a chunk this eviction may take: the others keep their place)."""
-    node = st[2][0]
+    node = st.ends[0]
     while True:
-        nxt = st[1][node]
+        nxt = st.next[node]
         c = node >> 5
         leaf = node & 31
         blk = S.chunk_block[c]

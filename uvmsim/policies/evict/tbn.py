@@ -13,28 +13,33 @@ Source: DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
 from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
-from .lru2m import unlink
+from .lru2m import LruState, unlink
 from .lru64k import (leaf_resident, on_fill as _fill64k, on_release as _release64k,
                      pop_oldest_leaf)
 
 
-def init(ctx: PolicyContext) -> tuple:
+# lru64k's list (prev, next, ends, linked over leaf nodes chunk*32 + leaf), then the pending
+# pre-evictions: leaf nodes (a stack), the block each belonged to, their number, and
+# scratch for the valid leaves of the victim's tree
+TbnState = namedtuple("TbnState", "prev next ends linked pend pend_blk npend valid")
+
+
+def init(ctx: PolicyContext) -> TbnState:
     n = ctx.n_chunks * 32
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8),
-            np.zeros(32, np.int64),   # 4: pending leaf nodes (chunk*32 + leaf), a stack
-            np.zeros(32, np.int64),   # 5: block each pending leaf belonged to
-            np.zeros(1, np.int64),    # 6: number pending
-            np.zeros(32, np.uint8))   # 7: scratch: valid leaves of the victim's tree
+    return TbnState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8), np.zeros(32, np.int64),
+                    np.zeros(32, np.int64), np.zeros(1, np.int64), np.zeros(32, np.uint8))
 
 
 @njit(cache=True)
 def _lru(st):
-    return (st[0], st[1], st[2], st[3])
+    return LruState(st.prev, st.next, st.ends, st.linked)
 
 
 @njit(cache=True)
@@ -50,7 +55,7 @@ def on_release(st, S, T, chunk, blk):
 @njit(cache=True)
 def victim(st, S, T, tick):
     lru = _lru(st)
-    pend, pend_blk, npend, v = st[4], st[5], st[6], st[7]
+    pend, pend_blk, npend, v = st.pend, st.pend_blk, st.npend, st.valid
     while npend[0] > 0:
         node = pend[npend[0] - 1]
         c = node >> 5
