@@ -80,7 +80,7 @@ class EvictionMachine(RuleBasedStateMachine):
         if S.b_chunk[blk] >= 0 or S.scal[S_NFREE] > 0:
             return None
         saved = S.victim.copy()
-        est = tuple(a.copy() for a in self.est)
+        est = type(self.est)(*(a.copy() for a in self.est))
         self.ev.victim(est, S, self.T, self.tick)
         named = tuple(int(x) for x in S.victim)
         S.victim[:] = saved

@@ -144,11 +144,17 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     else:
         # the clocked replay with one tenant: rows spread over kernels, walks queue (the
         # shared walkers; the interleave scheduler, whose state is empty)
-        eng.replay_clocked(run.pst, run.est, shared_walkers(S), (np.zeros(1, np.int64),), S,
+        eng.replay_clocked(run.pst, run.est, shared_walkers(S), interleave_state(), S,
                            engine_trace(T), run.fault_batch_size,
                            np.array([0, T.ev_op.size], np.int64),
                            np.array([trace.n_kernels], np.int64), np.zeros(1), np.zeros(1))
     return run.result(keep_state)
+
+
+def interleave_state() -> tuple:
+    """State of the default `interleave` scheduler component (it needs none)."""
+    from .components.sched import SCHEDULERS
+    return SCHEDULERS["interleave"].init(None)
 
 
 def shared_walkers(S) -> tuple:

@@ -2,7 +2,8 @@
 
 A prefetch policy is one njit function plus an `init`; an eviction policy is four njit
 hooks plus an `init`. Signatures (S: uvmsim.engine.state.EngineState, T: TraceArrays,
-both read-only to policies; `st` is the tuple of arrays the policy's `init` returned):
+both read-only to policies; `st` is the state the policy's `init` returned, a namedtuple
+of arrays):
 
     prefetch(st, S, T, blk, lo, hi)
         Block `blk` is being serviced. S.fbits holds its faulted window positions and
@@ -21,20 +22,25 @@ both read-only to policies; `st` is the tuple of arrays the policy's `init` retu
     victim(st, S, T, tick)
         Choose what to evict: S.victim[:] = (chunk, first_pos, last_pos). The engine copies
         the chunk's resident pages in that window range back and frees the chunk once it
-        holds no resident page; it calls victim again until a chunk is free.
+        holds no resident page; it calls victim again until a chunk is free. The chunk must
+        pass `may_evict(S, chunk)`: with several tenants a memory component may restrict an
+        eviction to one tenant's chunks (uvmsim.components.memory).
 
 `tick` is the index of the current access row (monotonic over the replay).
-`init(ctx)` runs in Python once per replay and returns the state tuple (NumPy arrays).
+`init(ctx)` runs in Python once per replay and returns the policy's state: a namedtuple of
+NumPy arrays the hooks read by field name (st.prev, st.freq; a plain tuple works too).
 """
 from __future__ import annotations
 
 import importlib
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 from numba import njit
 
+from ..engine.state import S_VTEN
 from ..errors import ConfigError
 
 
@@ -79,8 +85,21 @@ def no_hit(st, S, T, chunk, blk, pos, tick):
     return
 
 
-def empty_state(ctx: PolicyContext) -> tuple:
-    return (np.zeros(1, np.int64),)
+@njit(cache=True)
+def may_evict(S, c):
+    """Whether chunk c (in use) may be the victim of this eviction: always, unless a memory
+    component restricted it to one tenant's chunks (S.scal[S_VTEN] >= 0; a block's tenant is
+    b_vbase >> 44). Victim hooks skip the chunks it rejects, keeping their own order."""
+    ten = S.scal[S_VTEN]
+    return ten < 0 or (S.b_vbase[S.chunk_block[c]] >> 44) == ten
+
+
+# the state of a policy that needs none
+EmptyState = namedtuple("EmptyState", "unused")
+
+
+def empty_state(ctx: PolicyContext) -> EmptyState:
+    return EmptyState(np.zeros(1, np.int64))
 
 
 PREFETCH: dict[str, PrefetchPolicy] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .base import TenantScheduler, register_scheduler
+from .base import NoState, TenantScheduler, register_scheduler
 
 
 @njit(cache=True)
@@ -14,7 +14,7 @@ def admit(st, S, T, ten, k, live):
 
 
 INTERLEAVE = register_scheduler(TenantScheduler(
-    "interleave", admit=admit, init=lambda ctx: (np.zeros(1, np.int64),),
+    "interleave", admit=admit, init=lambda ctx: NoState(np.zeros(1, np.int64)),
     admit_py=lambda st, S, T, ten, k, live: True,
     doc="Kernels start when their tenant's clock is earliest; no admission control.",
     source="uvmsim's event-interleaved tenants (docs/model.md)"))

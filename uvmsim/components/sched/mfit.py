@@ -7,15 +7,20 @@ other's memory). Chunks of finished tenants do not count: nothing will use them 
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
 from .base import TenantScheduler, kernel_working_sets, register_scheduler
 
+# ws[k]: kernel k's working set in chunks; cap[0]: the GPU's capacity in chunks
+MfitState = namedtuple("MfitState", "ws cap")
+
 
 @njit(cache=True)
 def admit(st, S, T, ten, k, live):
-    ws, cap = st[0], st[1][0]
+    ws, cap = st.ws, st.cap[0]
     held = 0
     for c in range(S.chunk_block.size):
         b = S.chunk_block[c]
@@ -27,7 +32,7 @@ def admit(st, S, T, ten, k, live):
 
 
 def init(ctx):
-    return (kernel_working_sets(ctx.trace), np.array([ctx.capacity_chunks], np.int64))
+    return MfitState(kernel_working_sets(ctx.trace), np.array([ctx.capacity_chunks], np.int64))
 
 
 def admit_py(st, S, T, ten, k, live):
@@ -35,7 +40,7 @@ def admit_py(st, S, T, ten, k, live):
     used = S.chunk_block[S.chunk_block >= 0]
     owner = S.b_vbase[used] >> 44
     held = int(np.sum((owner != ten) & (np.asarray(live)[owner] != 0)))
-    return int(st[0][k]) + held <= int(st[1][0])
+    return int(st.ws[k]) + held <= int(st.cap[0])
 
 
 MFIT = register_scheduler(TenantScheduler(

@@ -18,6 +18,7 @@ The SimPy reference model (uvmsim.reference) does not call `pick`: a component g
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -57,6 +58,9 @@ class WalkerScheduler:
 
 WALKERS: dict[str, WalkerScheduler] = {}
 
+# walkers lo[i]..hi[i]-1 are tenant i's
+Shares = namedtuple("Shares", "lo hi")
+
 
 def register_walkers(comp: WalkerScheduler, *, replace: bool = False) -> WalkerScheduler:
     """Make a walker component available by name to simulate_multi() and the CLI."""
@@ -68,7 +72,7 @@ def get_walkers(spec: Any) -> WalkerScheduler:
     return lookup(spec, WALKERS, WalkerScheduler, "walker component")
 
 
-def tenant_shares(ctx: WalkerContext) -> tuple[np.ndarray, np.ndarray]:
+def tenant_shares(ctx: WalkerContext) -> Shares:
     """Walkers lo[i]..hi[i]-1 belong to tenant i: equal shares, the first tenants taking
     one more when the walkers do not divide evenly. Needs a walker per tenant."""
     n, w = ctx.n_tenants, ctx.walkers
@@ -76,7 +80,7 @@ def tenant_shares(ctx: WalkerContext) -> tuple[np.ndarray, np.ndarray]:
         raise ConfigError(f"{n} tenants need at least {n} walkers to own a share, the "
                           f"translation has {w}")
     edges = np.array([i * w // n for i in range(n + 1)], np.int64)
-    return edges[:-1].copy(), edges[1:].copy()
+    return Shares(edges[:-1].copy(), edges[1:].copy())
 
 
 def share_pools(ctx: WalkerContext) -> list:

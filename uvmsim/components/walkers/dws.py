@@ -15,7 +15,7 @@ from .base import WalkerScheduler, register_walkers, share_pools, tenant_shares
 
 @njit(cache=True)
 def pick(st, S, ten, t):
-    lo, hi = st[0], st[1]
+    lo, hi = st.lo, st.hi
     wf = S.walk_free
     own = lo[ten]
     for i in range(lo[ten] + 1, hi[ten]):

@@ -5,10 +5,15 @@ this is a FIFO queue served by the pool.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
 from .base import WalkerScheduler, register_walkers
+
+# the `shared` walkers need no state
+NoWalkerState = namedtuple("NoWalkerState", "unused")
 
 
 @njit(cache=True)
@@ -21,7 +26,7 @@ def pick(st, S, ten, t):
 
 
 def init(ctx):
-    return (np.zeros(1, np.int64),)
+    return NoWalkerState(np.zeros(1, np.int64))
 
 
 SHARED = register_walkers(WalkerScheduler(

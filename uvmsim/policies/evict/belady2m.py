@@ -11,15 +11,24 @@ search) only once they fall behind now.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
 from ...engine.state import RES, S_NBATCH
 from ...trace.format import OP_CODE
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
-def init(ctx: PolicyContext) -> tuple:
+# rows: access rows sorted by block (then row), start[b]: block b's first in rows; nxt: the
+# cached next use of each chunk (-1: look up); needed: victim-call stamp of "needed now";
+# stamp: the victim-call counter; free_at: the row from which each block's allocation is
+# freed (never: the row count)
+BeladyState = namedtuple("BeladyState", "rows start nxt needed stamp free_at")
+
+
+def init(ctx: PolicyContext) -> BeladyState:
     T = ctx.trace
     row_block = T.page_block[T.row_page].astype(np.int64)
     rows = np.argsort(row_block, kind="stable").astype(np.int64)  # by block, then row
@@ -34,24 +43,24 @@ def init(ctx: PolicyContext) -> tuple:
         elif T.ev_op[e] == OP_CODE["free"]:
             a = T.ev_alloc[e]
             free_at[T.a_block_off[a]:T.a_block_off[a] + T.a_nblocks[a]] = tick
-    # 2: cached next use per chunk (-1: look up); 3: victim-call stamp of "needed now"
-    return (rows, start, np.full(ctx.n_chunks, -1, np.int64),
-            np.zeros(ctx.n_chunks, np.int64), np.zeros(1, np.int64), free_at)
+    return BeladyState(rows, start, np.full(ctx.n_chunks, -1, np.int64),
+                       np.zeros(ctx.n_chunks, np.int64), np.zeros(1, np.int64), free_at)
 
 
 @njit(cache=True)
 def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
-    st[2][chunk] = -1  # a new block may hold the chunk: look its next use up again
+    st.nxt[chunk] = -1  # a new block may hold the chunk: look its next use up again
 
 
 @njit(cache=True)
 def on_release(st, S, T, chunk, blk):
-    st[2][chunk] = -1
+    st.nxt[chunk] = -1
 
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    rows, start, nxt, needed, stamp, free_at = st
+    rows, start, nxt, needed, stamp, free_at = (st.rows, st.start, st.nxt, st.needed,
+                                                 st.stamp, st.free_at)
     stamp[0] += 1
     # blocks with faulted pages of this batch not yet resident are needed now
     for i in range(S.scal[S_NBATCH]):
@@ -70,7 +79,7 @@ def victim(st, S, T, tick):
     best_key = -(1 << 62)
     for c in range(nxt.size):
         blk = S.chunk_block[c]
-        if blk < 0:
+        if blk < 0 or not may_evict(S, c):
             continue
         u = nxt[c]
         if u < now:

@@ -13,7 +13,7 @@ from .lru2m import init, on_release, push_recent, victim
 
 @njit(cache=True)
 def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
-    if not st[3][chunk]:
+    if not st.linked[chunk]:
         push_recent(st, chunk)
 
 

@@ -5,43 +5,47 @@ made resident in it. Ties go to the chunk taken earliest. Counts restart when a 
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, register_evict
 
 
-def init(ctx: PolicyContext) -> tuple:
+# use of each chunk, and the tick at which it was taken (-1 = free)
+LfuState = namedtuple("LfuState", "freq since")
+
+
+def init(ctx: PolicyContext) -> LfuState:
     n = ctx.n_chunks
-    # freq, tick at which the chunk was taken (-1 = free)
-    return (np.zeros(n, np.int64), np.full(n, -1, np.int64))
+    return LfuState(np.zeros(n, np.int64), np.full(n, -1, np.int64))
 
 
 @njit(cache=True)
 def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
-    freq, since = st
-    if since[chunk] < 0:
-        since[chunk] = tick
-    freq[chunk] += n_new
+    if st.since[chunk] < 0:
+        st.since[chunk] = tick
+    st.freq[chunk] += n_new
 
 
 @njit(cache=True)
 def on_hit(st, S, T, chunk, blk, pos, tick):
-    st[0][chunk] += T.row_count[tick]
+    st.freq[chunk] += T.row_count[tick]
 
 
 @njit(cache=True)
 def on_release(st, S, T, chunk, blk):
-    st[0][chunk] = 0
-    st[1][chunk] = -1
+    st.freq[chunk] = 0
+    st.since[chunk] = -1
 
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    freq, since = st
+    freq, since = st.freq, st.since
     best = -1
     for c in range(freq.size):
-        if S.chunk_block[c] < 0:
+        if S.chunk_block[c] < 0 or not may_evict(S, c):
             continue
         if best < 0 or freq[c] < freq[best] or (freq[c] == freq[best]
                                                  and since[c] < since[best]):

@@ -5,22 +5,28 @@ the least-recent chunk is evicted whole.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
-def init(ctx: PolicyContext) -> tuple:
+# a doubly linked list over nodes (here chunks): prev/next links (-1 = none), ends[0] the
+# head (least recent), ends[1] the tail; linked[x] 1 while node x is in the list
+LruState = namedtuple("LruState", "prev next ends linked")
+
+
+def init(ctx: PolicyContext) -> LruState:
     n = ctx.n_chunks
-    # prev/next links over chunks (-1 = none); ends[0] head (least recent), ends[1] tail
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8))
+    return LruState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8))
 
 
 @njit(cache=True, inline="always")
 def unlink(st, c):
-    prev, nxt, ends, linked = st
+    prev, nxt, ends, linked = st.prev, st.next, st.ends, st.linked
     if not linked[c]:
         return
     p = prev[c]
@@ -40,7 +46,7 @@ def unlink(st, c):
 
 @njit(cache=True, inline="always")
 def push_recent(st, c):
-    prev, nxt, ends, linked = st
+    prev, nxt, ends, linked = st.prev, st.next, st.ends, st.linked
     unlink(st, c)
     t = ends[1]
     prev[c] = t
@@ -70,7 +76,10 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    S.victim[0] = st[2][0]
+    c = st.ends[0]
+    while not may_evict(S, c):
+        c = st.next[c]
+    S.victim[0] = c
     S.victim[1] = 0
     S.victim[2] = 511
 

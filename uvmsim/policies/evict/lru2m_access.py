@@ -14,7 +14,7 @@ from .lru2m import init, on_fill, on_release, push_recent, victim
 @njit(cache=True)
 def on_hit(st, S, T, chunk, blk, pos, tick):
     # most hits repeat the most recent chunk; skip the relink then
-    if st[2][1] != chunk:
+    if st.ends[1] != chunk:
         push_recent(st, chunk)
 
 

@@ -13,15 +13,15 @@ import numpy as np
 from numba import njit
 
 from ...engine.state import RES
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
-from .lru2m import push_recent, unlink
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
+from .lru2m import LruState, push_recent, unlink
 
 
-def init(ctx: PolicyContext) -> tuple:
+def init(ctx: PolicyContext) -> LruState:
     # int32 links: 512 nodes per chunk would cost 8 KiB per chunk at int64
     n = ctx.n_chunks * 512
-    return (np.full(n, -1, np.int32), np.full(n, -1, np.int32), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8))
+    return LruState(np.full(n, -1, np.int32), np.full(n, -1, np.int32),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8))
 
 
 @njit(cache=True)
@@ -36,27 +36,31 @@ def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
 
 @njit(cache=True)
 def on_release(st, S, T, chunk, blk):
-    linked = st[3]
     for pos in range(512):
-        if linked[chunk * 512 + pos]:
+        if st.linked[chunk * 512 + pos]:
             unlink(st, chunk * 512 + pos)
 
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    ends = st[2]
+    node = st.ends[0]
     while True:
-        node = ends[0]
+        nxt = st.next[node]
         c = node >> 9
         pos = node & 511
         blk = S.chunk_block[c]
-        unlink(st, node)
-        if blk >= 0 and T.b_lo[blk] <= pos and pos <= T.b_hi[blk]:
-            if S.pstate[T.b_page0[blk] - T.b_lo[blk] + pos] & RES:
+        if (blk >= 0 and T.b_lo[blk] <= pos and pos <= T.b_hi[blk]
+                and S.pstate[T.b_page0[blk] - T.b_lo[blk] + pos] & RES):
+            # a page of a chunk this eviction may not take keeps its place
+            if may_evict(S, c):
+                unlink(st, node)
                 S.victim[0] = c
                 S.victim[1] = pos
                 S.victim[2] = pos
                 return
+        else:
+            unlink(st, node)
+        node = nxt
 
 
 LRU4K = register_evict(EvictPolicy(

@@ -13,16 +13,16 @@ import numpy as np
 from numba import njit
 
 from ...engine.state import RES
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
-from .lru2m import push_recent, unlink
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
+from .lru2m import LruState, push_recent, unlink
 
 LEAF = 16  # pages per 64 KiB leaf
 
 
-def init(ctx: PolicyContext) -> tuple:
+def init(ctx: PolicyContext) -> LruState:
     n = ctx.n_chunks * 32
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8))
+    return LruState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8))
 
 
 @njit(cache=True)
@@ -54,17 +54,22 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def pop_oldest_leaf(st, S, T):
-    """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages."""
-    ends = st[2]
+    """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages (of
+    a chunk this eviction may take: the others keep their place)."""
+    node = st.ends[0]
     while True:
-        node = ends[0]
+        nxt = st.next[node]
         c = node >> 5
         leaf = node & 31
         blk = S.chunk_block[c]
-        unlink(st, node)
-        # leaves emptied behind the policy's back (prefetch to the CPU) are skipped
+        # leaves emptied behind the policy's back (prefetch to the CPU) are dropped
         if blk >= 0 and leaf_resident(S, T, blk, leaf):
-            return c, leaf
+            if may_evict(S, c):
+                unlink(st, node)
+                return c, leaf
+        else:
+            unlink(st, node)
+        node = nxt
 
 
 @njit(cache=True)

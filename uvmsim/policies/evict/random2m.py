@@ -4,19 +4,25 @@ The same seed gives the same victims on the same trace; `seed=` of simulate() se
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
-def init(ctx: PolicyContext) -> tuple:
+# members: chunks in use (a dense prefix of length size[0]); where: each chunk's index in
+# members or -1; rng: the xorshift64* state
+RandomState = namedtuple("RandomState", "members where size rng")
+
+
+def init(ctx: PolicyContext) -> RandomState:
     n = ctx.n_chunks
     # xorshift state must be non-zero; mix the seed so seeds 0, 1, 2 are unrelated streams
     s = (int(ctx.seed) * 0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D) & 0xFFFFFFFFFFFFFFFF
-    # members: chunks in use (dense prefix of length size[0]); where: index in members or -1
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(1, np.int64),
-            np.array([s or 1], np.uint64))
+    return RandomState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                       np.zeros(1, np.int64), np.array([s or 1], np.uint64))
 
 
 @njit(cache=True)
@@ -31,7 +37,7 @@ def _next(state):
 
 @njit(cache=True)
 def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
-    members, where, size, _ = st
+    members, where, size = st.members, st.where, st.size
     if where[chunk] < 0:
         where[chunk] = size[0]
         members[size[0]] = chunk
@@ -40,7 +46,7 @@ def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
 
 @njit(cache=True)
 def on_release(st, S, T, chunk, blk):
-    members, where, size, _ = st
+    members, where, size = st.members, st.where, st.size
     i = where[chunk]
     if i < 0:
         return
@@ -54,8 +60,10 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    members, where, size, state = st
-    i = np.int64(_next(state) % np.uint64(size[0]))
+    members, size = st.members, st.size
+    i = np.int64(_next(st.rng) % np.uint64(size[0]))
+    while not may_evict(S, members[i]):
+        i = (i + 1) % size[0]
     S.victim[0] = members[i]
     S.victim[1] = 0
     S.victim[2] = 511

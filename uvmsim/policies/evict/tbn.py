@@ -5,35 +5,41 @@ the chunk's 2 MiB tree is walked bottom-up: every node that is still partly vali
 than half valid is evicted whole (pre-eviction), which can tip its parent under one half.
 Pre-evicted leaves are handed to the engine on the following victim calls of the same
 eviction; ones still pending when a chunk has come free go first at the next eviction (and are
-dropped if their chunk has changed hands meanwhile).
+dropped if their chunk has changed hands meanwhile, or if that eviction may not take them:
+uvmsim.policies.base.may_evict).
 
 Source: DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc
 (`traverse_and_remove_lp_tree`, `remove_lp_tree`), ISCA'19.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
-from .lru2m import unlink
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
+from .lru2m import LruState, unlink
 from .lru64k import (leaf_resident, on_fill as _fill64k, on_release as _release64k,
                      pop_oldest_leaf)
 
 
-def init(ctx: PolicyContext) -> tuple:
+# lru64k's list (prev, next, ends, linked over leaf nodes chunk*32 + leaf), then the pending
+# pre-evictions: leaf nodes (a stack), the block each belonged to, their number, and
+# scratch for the valid leaves of the victim's tree
+TbnState = namedtuple("TbnState", "prev next ends linked pend pend_blk npend valid")
+
+
+def init(ctx: PolicyContext) -> TbnState:
     n = ctx.n_chunks * 32
-    return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(2, -1, np.int64),
-            np.zeros(n, np.uint8),
-            np.zeros(32, np.int64),   # 4: pending leaf nodes (chunk*32 + leaf), a stack
-            np.zeros(32, np.int64),   # 5: block each pending leaf belonged to
-            np.zeros(1, np.int64),    # 6: number pending
-            np.zeros(32, np.uint8))   # 7: scratch: valid leaves of the victim's tree
+    return TbnState(np.full(n, -1, np.int64), np.full(n, -1, np.int64),
+                    np.full(2, -1, np.int64), np.zeros(n, np.uint8), np.zeros(32, np.int64),
+                    np.zeros(32, np.int64), np.zeros(1, np.int64), np.zeros(32, np.uint8))
 
 
 @njit(cache=True)
 def _lru(st):
-    return (st[0], st[1], st[2], st[3])
+    return LruState(st.prev, st.next, st.ends, st.linked)
 
 
 @njit(cache=True)
@@ -49,14 +55,19 @@ def on_release(st, S, T, chunk, blk):
 @njit(cache=True)
 def victim(st, S, T, tick):
     lru = _lru(st)
-    pend, pend_blk, npend, v = st[4], st[5], st[6], st[7]
+    pend, pend_blk, npend, v = st.pend, st.pend_blk, st.npend, st.valid
     while npend[0] > 0:
-        npend[0] -= 1
-        node = pend[npend[0]]
+        node = pend[npend[0] - 1]
         c = node >> 5
         leaf = node & 31
         blk = S.chunk_block[c]
-        if blk >= 0 and blk == pend_blk[npend[0]] and leaf_resident(S, T, blk, leaf):
+        live = blk >= 0 and blk == pend_blk[npend[0] - 1] and leaf_resident(S, T, blk, leaf)
+        if live and not may_evict(S, c):
+            # another tenant's tree: its pre-evictions are dropped, not done for it
+            npend[0] = 0
+            break
+        npend[0] -= 1
+        if live:
             unlink(lru, node)
             S.victim[0] = c
             S.victim[1] = leaf * 16

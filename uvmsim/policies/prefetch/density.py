@@ -5,6 +5,8 @@ power-of-two region whose resident-or-faulted density exceeds `threshold` percen
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -12,9 +14,14 @@ from ...engine.bits import ctz, fill16, popcount, set_range, word_mask
 from ..base import PolicyContext, PrefetchPolicy, register_prefetch
 
 
-def init(ctx: PolicyContext) -> tuple:
-    # st[0][0] = threshold; st[1] = B (resident | faulted, then big pages), 8 words
-    return (np.array([ctx.params["threshold"]], np.float64), np.zeros(8, np.uint64))
+# threshold[0]: the density threshold; big: scratch bits (resident | faulted, then the big
+# pages chosen), 8 words
+DensityState = namedtuple("DensityState", "threshold big")
+
+
+def init(ctx: PolicyContext) -> DensityState:
+    return DensityState(np.array([ctx.params["threshold"]], np.float64),
+                        np.zeros(8, np.uint64))
 
 
 @njit(cache=True)
@@ -30,8 +37,8 @@ def region_count(B, a, b):
 
 @njit(cache=True)
 def prefetch(st, S, T, blk, lo, hi):
-    t = st[0][0]
-    B = st[1]
+    t = st.threshold[0]
+    B = st.big
     # B = resident | faulted, then whole big pages of faults (within lo..hi)
     for w in range(8):
         B[w] = (S.rbits[w] | S.fbits[w] | fill16(S.fbits[w])) & word_mask(w, lo, hi)
