@@ -8,7 +8,8 @@
 per tenant of each replay:
 
 - `grid`: each mix (2, 4, 8 tenants cycling resnet50_pca, gpt2_small, resnet50_nopca,
-  gpt2_small from traces/: CNNs with a transformer) at each oversubscription factor, under
+  gpt2_small from traces/: CNNs with a transformer) at oversubscription factors 1.5, 3 and
+  10 (of the sum of the tenants' peaks; the seed paper's range is 1.25-10), under
   every memory, walker and scheduler component registered by name (uvmsim.components), with
   translation on at the Translation defaults;
 - `tlb`: the same mixes under the walker components `shared` and `partitioned` (default
@@ -41,7 +42,7 @@ RESULTS = ROOT / "benchmarks" / "multitenant" / "results" / "multitenant.csv"
 IMG = ROOT / "docs" / "img"
 CYCLE = ("resnet50_pca", "gpt2_small", "resnet50_nopca", "gpt2_small")
 MIXES = (2, 4, 8)
-OVERSUB = (1.5, 3.0)
+OVERSUB = (1.5, 3.0, 10.0)
 TLB_ENTRIES = (1024, 4096, 16384, 65536, 262144)
 TLB_WALKERS = ("shared", "partitioned")
 TLB_OVERSUB = 1.5
@@ -97,7 +98,7 @@ def replay(mix, names, settings: dict, **kw) -> pd.DataFrame:
     """One simulate_multi call; its tenant rows with the alone counts and added latency."""
     mr = uvmsim.simulate_multi(mix, **kw)
     df = mr.table.copy()
-    for c in ("tlb_misses", "faults", "evicted_chunks", "walk_queue_ns"):
+    for c in ("tlb_misses", "faults", "evicted_chunks", "walk_queue_ns", "translation_ns"):
         df[f"alone_{c}"] = [a.extra.get(c, a.summary.get(c)) for a in mr.alone]
     df["alone_p99_kernel_ns"] = [float(np.percentile(a.kernels["sim_ns"], 99))
                                  for a in mr.alone]
@@ -315,6 +316,39 @@ def against_static(grid: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def time_split(df: pd.DataFrame) -> pd.DataFrame:
+    """The tenants' added time (finish shared minus alone), summed over a replay's tenants,
+    split into waiting for the driver busy with other tenants, waiting for the scheduler,
+    page walks past compute (more than alone), and the rest (its own extra faults,
+    transfers and evictions); every part also as a share (%) of the added time."""
+    d = df.assign(added=df.finish_ns - df.alone_ns,
+                  walks=df.translation_ns - df.alone_translation_ns)
+    keys = ["mix", "oversub", "memory", "walkers", "scheduler"]
+    g = d.groupby(keys, sort=False)[["added", "driver_wait_ns", "sched_wait_ns", "walks"]]
+    t = g.sum().reset_index()
+    t["own"] = t.added - t.driver_wait_ns - t.sched_wait_ns - t.walks
+    parts = ["driver_wait_ns", "sched_wait_ns", "walks", "own"]
+    for c in parts:
+        t[f"{c}%"] = 100 * t[c] / t.added
+    t[["added", *parts]] /= 1e6
+    return t.rename(columns={"added": "added_ms", "driver_wait_ns": "driver_ms",
+                             "sched_wait_ns": "sched_ms", "walks": "walks_ms", "own": "own_ms",
+                             "driver_wait_ns%": "driver%", "sched_wait_ns%": "sched%"})
+
+
+def against_shared_walkers(split: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
+    """Per replay: its STP and its tenants' walk time past compute (time_split's walks_ms)
+    relative to the same replay with `shared` walkers, as changes in %."""
+    keys = ["mix", "oversub", "memory", "scheduler"]
+    t = split.merge(grid[keys + ["walkers", "stp"]], on=keys + ["walkers"])
+    base = t[t.walkers == "shared"].set_index(keys)
+    b = base.loc[list(zip(*(t[k] for k in keys)))]
+    t["stp_change%"] = 100 * (t.stp.to_numpy() / b.stp.to_numpy() - 1)
+    t["walks_change%"] = 100 * (t.walks_ms.to_numpy() / b.walks_ms.to_numpy() - 1)
+    return t[t.walkers != "shared"][keys + ["walkers", "stp", "stp_change%", "walks_ms",
+                                            "walks_change%"]]
+
+
 def report(path: Path) -> None:
     df, m = load(path)
     grid = m[m.study == "grid"]
@@ -323,6 +357,11 @@ def report(path: Path) -> None:
             "miss_rise_pct", "p99_ratio", "sched_wait_ms"]
     print("## grid (one row per replay)")
     print(markdown(grid[cols]))
+    print("\n## where the tenants' added time goes (sums over tenants, ms; shares of it %)")
+    print(markdown(time_split(df[df.study == "grid"]), ".1f"))
+    print("\n## each walker component against `shared` walkers (same mix, factor, memory, "
+          "scheduler): STP and walk time past compute, change %")
+    print(markdown(against_shared_walkers(time_split(df[df.study == "grid"]), grid)))
     print("\n## spikes and added latency, shares of each cause (%)")
     keys = ["mix", "oversub", "memory", "walkers", "scheduler"]
     print(markdown(cause_shares(grid)[keys + SHARE_COLS], ".1f"))
@@ -332,6 +371,17 @@ def report(path: Path) -> None:
                                    + SHARE_COLS], ".3f"))
     print("\n## against static partitioning (memory and walkers partitioned, interleave)")
     print(markdown(against_static(grid), ".3f"))
+    print("\n## per tenant, 4 tenants, oversub 1.5, default memory and scheduler")
+    d = df[(df.study == "grid") & (df.mix == 4) & (df.oversub == 1.5) & (df.memory == "shared")
+           & (df.scheduler == "interleave")].copy()
+    d["walks_ms"] = (d.translation_ns - d.alone_translation_ns) / 1e6
+    d["driver_ms"] = d.driver_wait_ns / 1e6
+    d["alone_miss_ratio"] = d.alone_tlb_misses / d.tlb_lookups
+    d["walk_queue_us"] = d.walk_queue_ns_per_walk / 1e3
+    d["alone_walk_queue_us"] = d.alone_walk_queue_ns / d.alone_tlb_misses / 1e3
+    print(markdown(d[["walkers", "tenant", "trace", "slowdown", "alone_miss_ratio",
+                      "tlb_miss_ratio", "alone_walk_queue_us", "walk_queue_us", "walks_ms",
+                      "driver_ms"]]))
     print("\n## TLB sweep")
     t = m[m.study == "tlb"]
     print(markdown(t[["mix", "walkers", "tlb_entries", "alone_miss_ratio", "miss_ratio",
