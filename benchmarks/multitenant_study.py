@@ -281,7 +281,35 @@ def plot(path: Path, img: Path) -> None:
     fig.tight_layout()
     fig.savefig(img / "multitenant_spikes.png", dpi=110)
     plt.close(fig)
-    print(f"plots: {img}/multitenant_{{stp,tlb,spikes}}.png")
+    # 4: every scheduler on shared memory and walkers against static partitioning
+    vs = against_static(grid)
+    vs = vs[(vs.memory == "shared") & (vs.walkers == "shared")]
+    cells = list(dict.fromkeys(zip(vs.mix, vs.oversub)))
+    scheds = list(dict.fromkeys(vs.scheduler))
+    st = static_choice(grid)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    w = 0.8 / len(scheds)
+    for ax, col, claim, lab in ((axes[0], "stp_gain_pct", 89, "STP"),
+                                (axes[1], "faults_pct", -41, "faults")):
+        for i, sc in enumerate(scheds):
+            g = vs[vs.scheduler == sc].set_index(["mix", "oversub"]).loc[cells]
+            ax.bar(np.arange(len(cells)) + (i - (len(scheds) - 1) / 2) * w, g[col], w,
+                   label=f"scheduler={sc}")
+        ax.axhline(claim, color="k", lw=0.8, ls=":")
+        ax.text(len(cells) - 0.5, claim, f"seed claim {claim:+d} %", fontsize=8, ha="right",
+                va="bottom")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xticks(range(len(cells)), [f"{n} tenants\nf{o:g}" for n, o in cells],
+                      fontsize=7)
+        ax.set_ylabel(f"{lab} against static partitioning (%)")
+    axes[0].legend(fontsize=7, loc="center left")
+    fig.suptitle(f"Memory and walkers shared, each scheduler, against static partitioning "
+                 f"(memory={st['memory']}, walkers={st['walkers']}, "
+                 f"scheduler={st['scheduler']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(img / "multitenant_pilot.png", dpi=110)
+    plt.close(fig)
+    print(f"plots: {img}/multitenant_{{stp,tlb,spikes,pilot}}.png")
 
 
 def markdown(df: pd.DataFrame, fmt: str = ".3f") -> str:
