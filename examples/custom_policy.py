@@ -18,7 +18,7 @@ from numba import njit
 import uvmsim
 from uvmsim.engine.bits import first_set, set_range
 from uvmsim.policies import EvictPolicy, PolicyContext, PrefetchPolicy, no_hit
-from uvmsim.policies.base import register_evict, register_prefetch
+from uvmsim.policies.base import may_evict, register_evict, register_prefetch
 
 
 # ---- eviction: most recently migrated-into chunk first (MRU), good for cyclic scans
@@ -43,7 +43,8 @@ def mru_victim(st, S, T, tick):
     stamp = st[0]
     best = -1
     for c in range(stamp.size):
-        if S.chunk_block[c] >= 0 and (best < 0 or stamp[c] > stamp[best]):
+        # may_evict: with several tenants an eviction may be restricted to one's chunks
+        if S.chunk_block[c] >= 0 and may_evict(S, c) and (best < 0 or stamp[c] > stamp[best]):
             best = c
     S.victim[0] = best   # the chunk,
     S.victim[1] = 0      # and the window positions to copy back (all of it)

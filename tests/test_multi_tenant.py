@@ -304,6 +304,12 @@ def test_cli_multi(tmp_path):
     p = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none",
             "--translation", "walkers=2", "--walkers", "dws", "--scheduler", "mfit", "--json",
             check=True)
+    mem = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none", "--memory",
+              "partitioned", "--json", check=True)
+    want_mem = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
+                              prefetch="none", memory="partitioned")
+    assert [r["evicted_chunks"] for r in json.loads(mem.stdout)["tenants"]] == \
+        want_mem.table["evicted_chunks"].tolist()
     got = json.loads(p.stdout)
     want = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
                           prefetch="none", translation={"walkers": 2}, walkers="dws",
@@ -318,7 +324,9 @@ def test_cli_multi(tmp_path):
     listed = {(r["kind"], r["name"]) for r in json.loads(cli("policies", "--json",
                                                               check=True).stdout)}
     assert {("walkers", "shared"), ("walkers", "partitioned"), ("walkers", "dws"),
-            ("scheduler", "interleave"), ("scheduler", "mfit")} <= listed
+            ("scheduler", "interleave"), ("scheduler", "mfit"), ("scheduler", "amfit"),
+            ("scheduler", "madvise"), ("memory", "shared"), ("memory", "partitioned"),
+            ("memory", "fair")} <= listed
 
 
 def test_custom_walker_component_from_the_docs(monkeypatch):
@@ -340,3 +348,213 @@ def test_custom_walker_component_from_the_docs(monkeypatch):
     assert shared.table["walk_queue_ns"].tolist() == pytest.approx([200.0, 200.0])
     from uvmsim.components.walkers import get_walkers
     assert get_walkers("reserved0") is mod.RESERVED
+
+
+# ------------------------------------------------------------------ memory components
+def blocks_kernels(kernels):
+    """One tenant: an allocation of 3 blocks (X, Y, Z = 0, 1, 2) and kernels given as
+    (blocks read, duration ns); a kernel of no blocks reads a host page instead."""
+    b = TraceBuilder()
+    a = b.alloc(6 << 20)
+    h = b.alloc(2 << 20, kind="host")
+    for blocks, dur in kernels:
+        reads = [int(b.pages(a, 512 * x, 512 * x + 1)[0]) for x in blocks]
+        b.kernel(reads=reads or [int(b.pages(h, 0, 1)[0])], duration_ns=dur)
+    return b.build()
+
+
+def lender_mix():
+    """Capacity 2 (quota 1 each). Tenant 0 uses X and Y early, is idle a long while, then
+    reads X and then Y again; tenant 1 is idle, then reads its block X once."""
+    t0 = blocks_kernels([([0, 1], 1000), ([0, 1], 1000), ([], 10_000_000), ([0], 1000),
+                         ([1], 1000)])
+    t1 = blocks_kernels([([], 1_000_000), ([0], 1000)])
+    return [t0, t1]
+
+
+@pytest.mark.parametrize("memory,faults,evicted", [
+    # shared: tenant 1 evicts X (least recently migrated); tenant 0's X then evicts its own
+    # Y, the least recent, and Y faults back (evicting tenant 1's block)
+    ("shared", [4, 1], [2, 1]),
+    # partitioned: tenant 0 lives in one chunk: Y evicts X in the first batch, the second
+    # kernel faults X back (evicting Y), X is resident for the fourth, Y faults again
+    ("partitioned", [4, 1], [3, 0]),
+    # fair: tenant 0 borrows tenant 1's idle chunk for X and Y; tenant 1 reclaims it (X,
+    # tenant 0 being over its quota); tenant 0's X then takes the chunk of tenant 1, which
+    # has finished, so Y stays resident
+    ("fair", [3, 1], [1, 1]),
+])
+def test_memory_components_lend_or_keep_quotas(memory, faults, evicted):
+    kw = dict(capacity_chunks=2, prefetch="none", memory=memory)
+    mr = simulate_multi(lender_mix(), **kw)
+    assert mr.config["memory"] == memory
+    assert mr.table["faults"].tolist() == faults
+    assert mr.table["evicted_chunks"].tolist() == evicted
+    ref = simulate_multi(lender_mix(), engine="reference", **kw)
+    assert ref.table["faults"].tolist() == faults
+    assert ref.table["evicted_chunks"].tolist() == evicted
+    assert ref.finish_ns == pytest.approx(mr.finish_ns)
+    # the alone runs use the whole GPU, whatever the component
+    assert mr.alone[0].summary["faults"] == 2 and mr.alone[1].summary["faults"] == 1
+
+
+def test_partitioned_memory_never_evicts_another_tenants_chunk():
+    """Tenant 1 holds one block the whole time; tenant 0 streams three blocks through its
+    one-chunk quota. Shared memory lets tenant 0 evict tenant 1's block; partitioned never."""
+    t0 = blocks_kernels([([0], 1000), ([1], 1000), ([2], 1000), ([0], 1000)])
+    t1 = blocks_kernels([([0], 100), ([], 10_000_000), ([0], 1000)])
+    kw = dict(capacity_chunks=2, prefetch="none")
+    shared = simulate_multi([t0, t1], **kw)
+    part = simulate_multi([t0, t1], memory="partitioned", **kw)
+    assert shared.table["faults"].tolist()[1] == 2      # its block was evicted, faults back
+    assert part.table["faults"].tolist() == [4, 1]
+    assert part.table["evicted_chunks"].tolist() == [3, 0]
+
+
+def test_memory_component_errors_and_restricted_victims():
+    t = blocks_kernels([([0], 100)])
+    with pytest.raises(uvmsim.ConfigError, match="at least 3 chunks"):
+        simulate_multi([t, t, t], capacity_chunks=2, memory="partitioned")
+    with pytest.raises(uvmsim.ConfigError, match="unknown memory component"):
+        simulate_multi([t], memory="nope")
+    from uvmsim.components.memory import get_memory
+    from uvmsim.components.memory.base import MemoryContext, equal_quotas
+    assert equal_quotas(MemoryContext(3, 7)).quota.tolist() == [3, 2, 2]
+    assert get_memory("fair").name == "fair"
+
+
+# ------------------------------------------------------------------ amfit and madvise
+def cold_chunk_mix():
+    """Capacity 2. Tenant 0 reads X and Y, then only X for 1 ms, then X again; tenant 1
+    idles 0.5 ms (tenant 0 is then in its 1 ms kernel), then reads one block."""
+    t0 = blocks_kernels([([0, 1], 1000), ([0], 1_000_000), ([0], 1000)])
+    t1 = blocks_kernels([([], 500_000), ([0], 1000)])
+    return [t0, t1]
+
+
+def test_amfit_admits_beside_active_chunks_and_reclaims_cold_ones():
+    """mfit counts both of tenant 0's chunks: tenant 1 waits until tenant 0 is done. amfit
+    counts only tenant 0's active chunk (X, of its latest kernel): tenant 1 starts at once,
+    after Y, the cold chunk, is reclaimed (LRU by use: X was hit since Y's migration)."""
+    kw = dict(capacity_chunks=2, prefetch="none", evict="lru2m_access")
+    mfit = simulate_multi(cold_chunk_mix(), scheduler="mfit", **kw)
+    amfit = simulate_multi(cold_chunk_mix(), scheduler="amfit", **kw)
+    assert mfit.table["sched_wait_ns"][1] > 5e5
+    assert amfit.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+    assert amfit.finish_ns[1] < 1e6 < amfit.finish_ns[0]
+    # tenant 1's kernel evicted Y before it ran; tenant 0 never faults again
+    assert amfit.table["faults"].tolist() == [2, 1]
+    assert amfit.table["evicted_chunks"].tolist() == [0, 1]
+    assert amfit.tenants[1].kernels["evicted_chunks"].tolist() == [0, 1]
+    ref = simulate_multi(cold_chunk_mix(), scheduler="amfit", engine="reference", **kw)
+    assert ref.table["faults"].tolist() == [2, 1]
+    assert ref.finish_ns == pytest.approx(amfit.finish_ns)
+
+
+def test_madvise_maps_a_tenant_that_does_not_fit_remotely():
+    """Capacity 2; tenant 0 holds both chunks and has events left when tenant 1's kernel
+    starts: tenant 1 reads its block remotely, faulting and evicting nothing."""
+    mix = [two_blocks_twice(), one_block()]
+    for engine in ("fast", "reference"):
+        mr = simulate_multi(mix, capacity_chunks=2, prefetch="none", scheduler="madvise",
+                            engine=engine)
+        assert mr.table["faults"].tolist() == [2, 0], engine
+        assert mr.table["evicted_chunks"].tolist() == [0, 0]
+        assert mr.tenants[1].extra["remote_accesses"] == 1
+        assert mr.table["sched_wait_ns"].tolist() == [0.0, 0.0]
+        assert mr.finish_ns[0] == pytest.approx(mr.alone_ns[0])
+    # with room for both, nothing is hinted: tenant 1 faults its block in
+    roomy = simulate_multi(mix, capacity_chunks=3, prefetch="none", scheduler="madvise")
+    assert roomy.table["faults"].tolist() == [2, 1]
+    assert roomy.tenants[1].extra["remote_accesses"] == 0
+
+
+# the memory/scheduler variants the tests above compile, checked against the reference
+# model on random programs (walkers "shared", prefetch "none": no further engines)
+MEM_SCHED = [("partitioned", "interleave"), ("fair", "interleave"), ("shared", "amfit"),
+             ("shared", "madvise")]
+
+
+@settings(max_examples=16, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=6), min_size=2, max_size=3),
+       cap=st.integers(3, 5), batch=st.sampled_from([1, 3, 256]),
+       pair=st.sampled_from(MEM_SCHED), translated=st.booleans())
+def test_memory_and_schedulers_engine_equals_reference(progs, cap, batch, pair, translated):
+    traces = [p.build() for p in progs]
+    memory, sched = pair
+    kw = dict(capacity_chunks=cap, fault_batch_size=batch, memory=memory, scheduler=sched,
+              prefetch="none", translation=Translation(walkers=3) if translated else None)
+    a = simulate_multi(traces, **kw)
+    b = simulate_multi(traces, engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+
+
+def test_component_files_shown_in_the_docs_match_the_source():
+    """docs/policies.md shows built-in component files in full (less docstrings): every
+    line of such a block appears, in order, in the file its first line names."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    blocks = re.findall(r"```python\n# (uvmsim/components/\S+\.py)\n(.*?)```",
+                        (root / "docs/policies.md").read_text(), re.S)
+    assert {p for p, _ in blocks} >= {"uvmsim/components/memory/partitioned.py",
+                                      "uvmsim/components/sched/mfit.py"}
+    for path, body in blocks:
+        src = iter((root / path).read_text().splitlines())
+        for line in filter(str.strip, body.splitlines()):
+            assert any(s == line for s in src), (path, line)
+
+
+# ------------------------------------------------------------------ optional mechanisms
+@settings(max_examples=16, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(progs=st.lists(programs(max_ops=7), min_size=1, max_size=3),
+       cap=st.integers(1, 4), batch=st.sampled_from([1, 3, 256]),
+       opts=st.sampled_from([
+           {"thrashing": {"threshold": 1, "pin_threshold": 1, "lapse_us": 1e9}},
+           {"remote": "driver", "advise": True, "access_counter_threshold": 2},
+           {"remote": "uvmsmart", "access_counter_threshold": 2},
+           {"advise": True, "thrashing": True}]),
+       translated=st.booleans())
+def test_tenants_with_thrashing_remote_and_advise_engine_equals_reference(
+        progs, cap, batch, opts, translated):
+    """The optional mechanisms with several tenants, on the engine variant the component
+    tests above already compile (all defaults, prefetch "none")."""
+    traces = [p.build() for p in progs]
+    kw = dict(capacity_chunks=cap, fault_batch_size=batch, prefetch="none",
+              translation=Translation(walkers=2) if translated else None, **opts)
+    a = simulate_multi(traces, **kw)
+    b = simulate_multi(traces, engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+
+
+def test_advise_hints_apply_per_tenant():
+    """Tenant 0 sets preferred location CPU on its allocation: its reads go remote; tenant
+    1's identical program without the hint faults. Read-mostly copies are dropped, not
+    copied back, when evicted."""
+    def prog(hint):
+        b = TraceBuilder()
+        a = b.alloc(2 << 20)
+        if hint:
+            b.advise(b.base(a), 2 << 20, hint)
+        b.kernel(reads=[int(p) for p in b.pages(a, 0, 4)], duration_ns=1000)
+        return b.build()
+    for engine in ("fast", "reference"):
+        mr = simulate_multi([prog("set_preferred_location_cpu"), prog(None)],
+                            capacity_chunks=2, prefetch="none", advise=True, engine=engine)
+        assert mr.table["faults"].tolist() == [0, 4], engine
+        assert [r.extra["remote_accesses"] for r in mr.tenants] == [4, 0]
+        rm = simulate_multi([prog("set_read_mostly"), prog(None)], capacity_chunks=1,
+                            prefetch="none", advise=True, engine=engine)
+        # tenant 1's fault evicts tenant 0's read duplicates: nothing is copied back
+        assert rm.table["evicted_chunks"].tolist() == [0, 1]
+        assert rm.tenants[1].kernels["dtoh_bytes_evict"].sum() == 0
+        # without the hint the same eviction copies tenant 0's 4 pages back
+        plain = simulate_multi([prog(None), prog(None)], capacity_chunks=1, prefetch="none",
+                               advise=True, engine=engine)
+        assert plain.tenants[1].kernels["dtoh_bytes_evict"].sum() == 4 * PAGE

@@ -218,8 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="page-table walker component: shared, partitioned, dws or "
                         "package.module:object (default: shared; needs --translation)")
     p.add_argument("--scheduler", default="interleave",
-                   help="kernel scheduling among tenants: interleave, mfit or "
+                   help="kernel scheduling among tenants: interleave, mfit, amfit, madvise or "
                         "package.module:object (default: interleave)")
+    p.add_argument("--memory", default="shared",
+                   help="how tenants share the GPU's chunks: shared, partitioned, fair or "
+                        "package.module:object (default: shared)")
     p.add_argument("--json", action="store_true",
                    help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
     p.add_argument("-o", "--out", metavar="FILE", help="write the tenant table (.parquet or .csv)")
@@ -375,7 +378,7 @@ def cmd_multi(a: argparse.Namespace) -> int:
     mr = simulate_multi(ts, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                         evict=a.evict, prefetch_params=_kv(a.prefetch_param),
                         evict_params=_kv(a.evict_param), walkers=a.walkers,
-                        scheduler=a.scheduler,
+                        scheduler=a.scheduler, memory=a.memory,
                         **_mechanisms(a))
     if a.out:
         _write_table(mr.table, a.out)
@@ -385,7 +388,8 @@ def cmd_multi(a: argparse.Namespace) -> int:
         return 0
     c = mr.config
     print(f"{len(ts)} tenants: model={c['model']} prefetch={c['prefetch']} evict={c['evict']} "
-          f"walkers={c['walkers']} scheduler={c['scheduler']} capacity_chunks={c['capacity_chunks']}")
+          f"walkers={c['walkers']} scheduler={c['scheduler']} memory={c['memory']} "
+          f"capacity_chunks={c['capacity_chunks']}")
     show = mr.table.copy()
     show.insert(1, "trace", [Path(t).name for t in a.traces])
     with pd.option_context("display.max_columns", 50, "display.width", 200,
@@ -444,12 +448,15 @@ def cmd_policies(a: argparse.Namespace) -> int:
     rows += [{"kind": "evict", "name": n, "params": p.params, "doc": p.doc}
              for n, p in sorted(EVICT.items())]
     # tenant components of `uvmsim multi` (docs/policies.md, "Tenant components")
+    from .components.memory import MEMORY
     from .components.sched import SCHEDULERS
     from .components.walkers import WALKERS
     rows += [{"kind": "walkers", "name": n, "params": {}, "doc": c.doc}
              for n, c in sorted(WALKERS.items())]
     rows += [{"kind": "scheduler", "name": n, "params": {}, "doc": c.doc}
              for n, c in sorted(SCHEDULERS.items())]
+    rows += [{"kind": "memory", "name": n, "params": {}, "doc": c.doc}
+             for n, c in sorted(MEMORY.items())]
     if a.json:
         print(json.dumps(rows))
         return 0

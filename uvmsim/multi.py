@@ -7,11 +7,12 @@ engine (a batch or copy waits while another tenant's is serviced), and, with tra
 the TLB (tags carry the tenant) and the page-table walkers. Compute is not shared: kernels
 run at their traced durations. Each tenant's slowdown is its finish time when sharing over
 its finish time alone on the same GPU (same capacity, hardware, translation; the default
-components). How walkers are shared and when kernels may start are components
-(uvmsim.components: `walkers=`, `scheduler=`).
+components). How walkers are shared, when kernels may start and whose chunks a tenant's
+new chunk may cost are components (uvmsim.components: `walkers=`, `scheduler=`,
+`memory=`).
 
     mr = simulate_multi([trace_a, trace_b], capacity_chunks=64, translation=True,
-                        walkers="dws", scheduler="mfit")
+                        walkers="dws", scheduler="mfit", memory="fair")
     mr.table          # one row per tenant: finish times, slowdown, latency, counts
     mr.system         # STP, ANTT and fairness over the tenants
 """
@@ -26,10 +27,11 @@ import pandas as pd
 
 from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
 from .engine.build import engine_for
+from .components.memory import MEMORY, MemoryComponent, MemoryContext, get_memory
 from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
 from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
 from .engine.compact import engine_arrays
-from .engine.state import XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
+from .engine.state import F_ON, XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
@@ -197,8 +199,8 @@ def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple
 
 
 def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
-         seed: int, tr, engine: str, wk: WalkerScheduler,
-         sc: TenantScheduler) -> tuple[list[Result], list[float], list[float]]:
+         seed: int, tr, engine: str, wk: WalkerScheduler, sc: TenantScheduler,
+         mem: MemoryComponent) -> tuple[list[Result], list[float], list[float]]:
     m = merge_traces(traces)
     T = m.arrays
     check_model_trace(mdl, T)
@@ -208,21 +210,27 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     n_k = int(m.k_off[-1])
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
+    fv = feature_vector(mdl)
+    if sc.remote:
+        fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
+    mst = mem.init(MemoryContext(n_t, cap))
     S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
-                  translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t,
-                  features=feature_vector(mdl))
+                  translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t, features=fv,
+                  n_tenants=n_t, mem=type(mst)(*(np.ascontiguousarray(a) for a in mst)))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
     wctx, wst = walker_state(wk, S, n_t)
-    sst = tuple(np.ascontiguousarray(a) for a in sc.init(SchedContext(n_t, cap, T)))
+    sst0 = sc.init(SchedContext(n_t, cap, T))
+    sst = type(sst0)(*(np.ascontiguousarray(a) for a in sst0)) if hasattr(sst0, "_fields") \
+        else tuple(np.ascontiguousarray(a) for a in sst0)
     waited = np.zeros(n_t)
     if engine == "fast":
-        engine_for(pf, ev, wk, sc).replay_clocked(pst, est, wst, sst, S, engine_trace(T),
+        engine_for(pf, ev, wk, sc, mem).replay_clocked(pst, est, wst, sst, S, engine_trace(T),
                                                   batch, m.ten_ev, ten_out, clock, waited)
     else:
         from .reference.model import ReferenceModel
         ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
-                       walker_ctx=wctx, scheduler=sc, sched_state=sst).replay(
+                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay(
                            m.ten_ev, ten_out, clock, waited)
     out = []
     for i, t in enumerate(traces):
@@ -242,19 +250,23 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
                    evict_params: dict[str, float] | None = None, seed: int = 0,
                    translation: Any = None, engine: str = "fast",
                    walkers: Any = "shared", scheduler: Any = "interleave",
-                   **overrides: Any) -> MultiResult:
+                   memory: Any = "shared", **overrides: Any) -> MultiResult:
     """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
 
     Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
     peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
-    thrashing) as in `uvmsim.simulate`; remote mapping and hints are not modelled with
-    tenants. `engine="reference"` computes the same with the SimPy reference model.
+    thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
+    remote_access_ns) as in `uvmsim.simulate`. `engine="reference"` computes the same with
+    the SimPy reference model.
 
     Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
     `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
     tenants): "shared" (default), "partitioned" or "dws"; it matters only with translation
-    on. `scheduler` decides when a tenant's kernel may start: "interleave" (default) or
-    "mfit". Each tenant's alone run uses the whole GPU: the defaults, one tenant.
+    on. `scheduler` decides when a tenant's kernel may start (and may reclaim chunks or
+    hint remote mapping as it does): "interleave" (default), "mfit", "amfit" or "madvise".
+    `memory` decides whose chunks a tenant's new chunk may cost: "shared" (default),
+    "partitioned" or "fair". Each tenant's alone run uses the whole GPU: the defaults, one
+    tenant.
     """
     ts = [_as_trace(t) for t in traces]
     if not ts:
@@ -262,8 +274,6 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     if engine not in ("fast", "reference"):
         raise ConfigError(f"engine must be 'fast' or 'reference', got {engine!r}")
     mdl = get_model(model, hardware=hardware, fault_batch_size=fault_batch_size, **overrides)
-    if mdl.remote is not None or mdl.advise:
-        raise ConfigError("remote/advise are not yet modelled with several tenants")
     pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
     batch = mdl.fault_batch_size
     peak = sum(t.peak_blocks for t in ts)
@@ -272,12 +282,13 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
     ev_params = resolve_params(ev.params, evict_params, ev.name)
     tr = get_translation(translation)
-    wk, sc = get_walkers(walkers), get_scheduler(scheduler)
+    wk, sc, mem = get_walkers(walkers), get_scheduler(scheduler), get_memory(memory)
     args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
-    shared, finish, waited = _run(ts, *args, wk, sc)
+    shared, finish, waited = _run(ts, *args, wk, sc, mem)
     alone, alone_ns = [], []
     for t in ts:
-        r, c, _ = _run([t], *args, WALKERS["shared"], SCHEDULERS["interleave"])
+        r, c, _ = _run([t], *args, WALKERS["shared"], SCHEDULERS["interleave"],
+                       MEMORY["shared"])
         alone.append(r[0])
         alone_ns.append(c[0])
     table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
@@ -287,6 +298,6 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
               "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
-              "engine": engine, "walkers": wk.name, "scheduler": sc.name}
+              "engine": engine, "walkers": wk.name, "scheduler": sc.name, "memory": mem.name}
     return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
                        system_metrics(slow))

@@ -11,6 +11,9 @@
 #   EV_VICTIM(est, S, T, tick)                                -> writes S.victim
 #   WK_PICK(wst, S, ten, t)            -> the page-table walker that takes a walk
 #   SC_ADMIT(sst, S, T, ten, k, live)  -> may tenant ten start kernel k now
+#   SC_START(sst, S, T, ten, k, live)  -> kernel k starts: a tenant to reclaim a chunk from
+#   MEM_RESERVE(S.mem, S, T, ten)      -> before tenant ten takes a chunk: -1, or the tenant
+#                                         one of whose chunks must be evicted first
 # Step names match uvmsim.reference, which models the same steps in SimPy.
 # Semantics: docs/model.md and the spec's driver-model.md.
 
@@ -32,6 +35,8 @@ def evict_one(est, S, T, out_row, tick):
     blk = S.chunk_block[c]
     if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
+    if S.scal[S_VTEN] >= 0 and (S.b_vbase[blk] >> 44) != S.scal[S_VTEN]:
+        raise RuntimeError("eviction policy named a chunk of another tenant than asked")
     lo = T.b_lo[blk]
     p0 = T.b_page0[blk] - lo
     first = max(S.victim[1], lo)
@@ -111,21 +116,36 @@ def release_chunk(est, S, T, blk):
     S.chunk_block[c] = -1
     S.free_stack[S.scal[S_NFREE]] = c
     S.scal[S_NFREE] += 1
+    S.t_chunks[S.b_vbase[blk] >> 44] -= 1
     EV_ON_RELEASE(est, S, T, c, blk)
 
 
 @_jit
 def ensure_chunk(est, S, T, blk, out_row, tick):
-    """Step 1: the block takes a free chunk, evicting the policy's victims until one is free."""
+    """Step 1: the block takes a free chunk, evicting the policy's victims until one is free.
+
+    The memory component (MEM_RESERVE) may first demand evictions from one tenant's chunks
+    (a quota): the policy's victim is then restricted to that tenant (S_VTEN)."""
     c = S.b_chunk[blk]
     if c >= 0:
         return c
+    ten = S.b_vbase[blk] >> 44
+    while True:
+        j = MEM_RESERVE(S.mem, S, T, ten)
+        if j < 0:
+            break
+        if j >= S.t_chunks.size or S.t_chunks[j] <= 0:
+            raise RuntimeError("memory component asked to evict from a tenant holding no chunk")
+        S.scal[S_VTEN] = j
+        evict_one(est, S, T, out_row, tick)
+        S.scal[S_VTEN] = -1
     while S.scal[S_NFREE] == 0:
         evict_one(est, S, T, out_row, tick)
     S.scal[S_NFREE] -= 1
     c = S.free_stack[S.scal[S_NFREE]]
     S.chunk_block[c] = blk
     S.b_chunk[blk] = c
+    S.t_chunks[ten] += 1
     return c
 
 
@@ -681,6 +701,29 @@ def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
 
 
 @_jit
+def reclaim(est, sst, S, T, ten, k, tick, t):
+    """Kernel k of tenant ten starts at t: the scheduler component (SC_START) may name
+    tenants to take chunks back from first (proactive reclamation). Each names one
+    eviction of that tenant's chunks by the policy (S_VTEN), done by the driver from when it
+    is free (counted in kernel k's row); the kernel does not wait for them, but its own
+    batches queue behind them."""
+    j = SC_START(sst, S, T, ten, k, S.t_live)
+    if j < 0:
+        return
+    start = max(t, S.xlf[XF_DRIVER_FREE])
+    S.tacc[0] = 0.0
+    while j >= 0:
+        if j >= S.t_chunks.size or S.t_chunks[j] <= 0:
+            raise RuntimeError("scheduler asked to reclaim from a tenant holding no chunk")
+        S.scal[S_VTEN] = j
+        evict_one(est, S, T, k, tick)
+        S.scal[S_VTEN] = -1
+        j = SC_START(sst, S, T, ten, k, S.t_live)
+    S.times[k, T_TRANSFER] += S.tacc[0]
+    S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+
+
+@_jit
 def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock, waited):
     """Replay tenants' events on one clock; one tenant is a plain clocked replay.
 
@@ -690,17 +733,17 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
     event whole. A kernel the scheduler component does not admit waits: its tenant asks
     again once another tenant's event ends, its clock moved to that end (the time is added
     to waited[i] and to its outside row's stall). When every tenant with events left is
-    waiting, the earliest runs anyway.
+    waiting, the earliest runs anyway. Before a kernel starts the scheduler may reclaim
+    chunks (reclaim). S.t_live[i] is 1 while tenant i has events left.
     """
     n_t = ten_ev.size - 1
     cur = ten_ev[:n_t].copy()
     tick = ten_ev[:n_t].copy()
     wait = np.zeros(n_t, np.uint8)
-    live = np.zeros(n_t, np.uint8)
+    live = S.t_live
     for i in range(n_t):
         tick[i] = 0
-        if cur[i] < ten_ev[i + 1]:
-            live[i] = 1
+        live[i] = 1 if cur[i] < ten_ev[i + 1] else 0
     while True:
         i = -1
         for j in range(n_t):
@@ -722,6 +765,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         cur[i] += 1
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
+            reclaim(est, sst, S, T, i, k, tick[i], clock[i])
             clock[i] = run_kernel_clocked(pst, est, wst, S, T, k, batch_size, clock[i])
             tick[i] = T.k_row_start[k + 1]
         elif op == OP_FREE:
@@ -729,6 +773,8 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
               (op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
+        elif op == OP_ADVISE and S.fcfg[F_ADVISE] != 0:
+            ft_advise(S, T, e)
         if cur[i] == ten_ev[i + 1]:
             live[i] = 0
         for j in range(n_t):
@@ -884,6 +930,10 @@ def ft_miss(S, T, k, r, d, now):
         if adv & ADV_PREF_CPU:
             ft_remote(S, T, k, r, d)
             return True
+    if S.t_remote[S.b_vbase[T.page_block[d]] >> 44]:
+        # a scheduler component's hint for the whole tenant: map remotely, do not migrate
+        ft_remote(S, T, k, r, d)
+        return True
     if S.fcfg[F_THRASH] != 0.0 and S.pg_pin[d] > now:
         ft_remote(S, T, k, r, d)
         return True

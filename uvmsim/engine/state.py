@@ -7,6 +7,8 @@ compile time per call site. Policies may read any field; only the engine writes 
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import types
 from numba.experimental import structref
@@ -68,6 +70,11 @@ S_NBATCH = 2
 # the GPU's capacity in chunks; the pool (free_stack) may hold fewer: no more chunks than
 # blocks that can take one, as more could never all be in use
 S_CAP = 3
+# the tenant whose chunks the eviction policy's next victim must come from (-1: any chunk);
+# set by the engine when a memory component (uvmsim.components.memory) restricts an
+# eviction, read by victim hooks through uvmsim.policies.base.may_evict
+S_VTEN = 4
+N_SCAL = 5
 
 _STATE_FIELDS = [
     "pstate",       # uint8[n_pages] POP/RES/INB bits
@@ -77,7 +84,7 @@ _STATE_FIELDS = [
     "rank_block",   # int64[n_blocks] inverse of b_rank
     "chunk_block",  # int32[n_chunks] block holding each chunk, -1 if free
     "free_stack",   # int32[n_chunks] free chunks; top at scal[S_NFREE]-1
-    "scal",         # int64[4] scalars (S_NFREE)
+    "scal",         # int64[N_SCAL] scalars (S_NFREE, S_NBATCH, S_CAP, S_VTEN)
     "tacc",         # float64[1] transfer time accumulated by the current step
     "xfer",         # float64[2, 513] time of a copy of k pages (k <= 512, one block) host
                     # to device [0, k] and device to host [1, k]: uvmsim.engine.timing's
@@ -111,7 +118,17 @@ _STATE_FIELDS = [
     "pg_adv",       # uint8[n_pages] cudaMemAdvise bits (ADV_*)
     "ac_count",     # int64[n_blocks*32] access counters (per block or 64 KiB leaf)
     "ac_trips",     # int32[n_blocks*32] round trips (evictions) per 64 KiB leaf
+    # tenants (one for simulate): the tenant of a block is b_vbase >> 44
+    "t_chunks",     # int64[n_tenants] chunks each tenant's blocks hold
+    "t_live",       # uint8[n_tenants] 1 while the tenant has events left (the front end)
+    "t_remote",     # uint8[n_tenants] 1 while a scheduler component has the tenant's GPU
+                    # misses served remotely instead of migrating (uvmsim.components.sched)
+    "mem",          # the memory component's state (a namedtuple of arrays its init built;
+                    # uvmsim.components.memory); NoMemState for the default `shared`
 ]
+
+# the state of the default memory component (`shared`), which needs none
+NoMemState = namedtuple("NoMemState", "unused")
 
 # xli slots: on/off, TLB sets, ways, log2(page size / 4 KiB), walkers, LRU clock
 XL_ON, XL_SETS, XL_WAYS, XL_SHIFT, XL_WALKERS, XL_TICK = range(6)
@@ -204,19 +221,22 @@ _define_trace_proxy()
 def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
               b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
               b_vbase: np.ndarray | None = None, n_out_rows: int = 1,
-              features: np.ndarray | None = None, capacity: int | None = None) -> EngineState:
+              features: np.ndarray | None = None, capacity: int | None = None,
+              n_tenants: int = 1, mem: tuple | None = None) -> EngineState:
     """All-empty state: nothing populated or resident, every chunk free, TLB empty.
 
     `translation` (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase`
     is each block's translation base (tenant << 44 | virtual page of window position 0);
     `n_out_rows` rows after the kernels' collect what happens outside kernels (one per
     tenant in a multi-tenant replay); `capacity` is the GPU's in chunks when the pool
-    holds fewer (n_chunks; see S_CAP).
+    holds fewer (n_chunks; see S_CAP); `mem` the memory component's state (None: the
+    default component's, NoMemState).
     """
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
-    scal = np.zeros(4, np.int64)
+    scal = np.zeros(N_SCAL, np.int64)
     scal[S_NFREE] = n_chunks
+    scal[S_VTEN] = -1
     scal[S_CAP] = n_chunks if capacity is None else capacity
     from .timing import transfer_table
     fields = dict(
@@ -262,4 +282,8 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         fcfg=fcfg, pg_last=np.full(npg, -1.0), pg_pin=np.zeros(npg), pg_thr=np.zeros(npg, np.uint8),
         pg_throt=np.zeros(npg, np.uint8), pg_adv=np.zeros(npg, np.uint8),
         ac_count=np.zeros(nac, np.int64), ac_trips=np.zeros(nac, np.int32))
+    fields.update(
+        t_chunks=np.zeros(n_tenants, np.int64), t_live=np.ones(n_tenants, np.uint8),
+        t_remote=np.zeros(n_tenants, np.uint8),
+        mem=NoMemState(np.zeros(1, np.int64)) if mem is None else mem)
     return EngineState(*(fields[f] for f in _STATE_FIELDS))

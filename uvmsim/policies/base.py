@@ -21,7 +21,9 @@ both read-only to policies; `st` is the tuple of arrays the policy's `init` retu
     victim(st, S, T, tick)
         Choose what to evict: S.victim[:] = (chunk, first_pos, last_pos). The engine copies
         the chunk's resident pages in that window range back and frees the chunk once it
-        holds no resident page; it calls victim again until a chunk is free.
+        holds no resident page; it calls victim again until a chunk is free. The chunk must
+        pass `may_evict(S, chunk)`: with several tenants a memory component may restrict an
+        eviction to one tenant's chunks (uvmsim.components.memory).
 
 `tick` is the index of the current access row (monotonic over the replay).
 `init(ctx)` runs in Python once per replay and returns the state tuple (NumPy arrays).
@@ -35,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import njit
 
+from ..engine.state import S_VTEN
 from ..errors import ConfigError
 
 
@@ -77,6 +80,15 @@ class EvictPolicy:
 def no_hit(st, S, T, chunk, blk, pos, tick):
     """on_hit for policies that, like the driver, do not see hits."""
     return
+
+
+@njit(cache=True)
+def may_evict(S, c):
+    """Whether chunk c (in use) may be the victim of this eviction: always, unless a memory
+    component restricted it to one tenant's chunks (S.scal[S_VTEN] >= 0; a block's tenant is
+    b_vbase >> 44). Victim hooks skip the chunks it rejects, keeping their own order."""
+    ten = S.scal[S_VTEN]
+    return ten < 0 or (S.b_vbase[S.chunk_block[c]] >> 44) == ten
 
 
 def empty_state(ctx: PolicyContext) -> tuple:

@@ -25,7 +25,12 @@ import math
 import numpy as np
 import simpy
 
-from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
+from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
+                            ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
+                            ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
+                            ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, C_COUNTER_MIG, DUP,
+                            F_AC_PENALTY, F_AC_THRESH, F_ADVISE, F_OVERSUB, F_REMOTE,
+                            OP_ADVISE, REMOTE_DRIVER, REMOTE_UVMSMART, S_CAP, C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
                             C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP, C_PAGE_WALKS,
                             C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES, C_ZERO_FILL,
                             CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
@@ -33,7 +38,8 @@ from ..engine.state import (C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_
                             F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
                             F_REMOTE_NS, F_SLICES, F_THRASH, F_THRESH, HW_BATCH_NS,
                             HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
-                            OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, T_DRV_WAIT, T_STALL,
+                            F_ON, OP_HOST_ACCESS, POP, RES, S_NBATCH, S_NFREE, S_VTEN,
+                            T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
 from ..engine.build import policy_key
@@ -68,11 +74,15 @@ class ReferenceModel:
 
     def __init__(self, S, T, pf, ev, pst, est, batch_size: int, walkers=None,
                  walker_ctx: WalkerContext | None = None, scheduler=None,
-                 sched_state: tuple = ()) -> None:
+                 sched_state: tuple = (), memory=None) -> None:
         self.S, self.T = S, T
         self.pst, self.est = pst, est
         # the hooks run from Python here: key their disk caches as the engine's are
-        policy_key(pf, ev)
+        _, hooks = policy_key(pf, ev, walkers, scheduler, memory)
+        # the memory component's hook and the scheduler's start hook are called as the
+        # engine calls them (as policy hooks are)
+        self.MEM_RESERVE = hooks["MEM_RESERVE"]
+        self.SC_START = hooks["SC_START"]
         self.PF_PREFETCH = pf.prefetch
         self.EV_ON_FILL = ev.on_fill
         self.EV_ON_HIT = None if ev.on_hit in (None, no_hit) else ev.on_hit
@@ -85,6 +95,8 @@ class ReferenceModel:
         self.pmask = np.zeros(512, np.uint8)
         self.xl = bool(S.xli[XL_ON])
         self.thrashing = bool(S.fcfg[F_THRASH])
+        # any optional mechanism on: kernels run on the mechanisms' clock (F_CLOCK, F_PEND_NS)
+        self.ft = bool(S.fcfg[F_ON])
         self.walk_ns = float(S.xlf[XF_WALK_NS])
         # the walker component's FIFO pools (one simpy.Resource each) and pool choice
         self.wk = walkers if walkers is not None else WALKERS["shared"]
@@ -108,40 +120,54 @@ class ReferenceModel:
         blk = int(S.chunk_block[c])
         if c < 0 or blk < 0:
             raise RuntimeError("eviction policy named a chunk that is not in use")
+        if S.scal[S_VTEN] >= 0 and int(S.b_vbase[blk]) >> 44 != S.scal[S_VTEN]:
+            raise RuntimeError("eviction policy named a chunk of another tenant than asked")
         lo = int(T.b_lo[blk])
         p0 = int(T.b_page0[blk]) - lo
         first = max(int(S.victim[1]), lo)
         last = min(int(S.victim[2]), int(T.b_hi[blk]))
         if self.xl:
             self.tlb_shootdown(blk, first, last)
-        n = self._copy_back(p0, first, last)
+        n, ndup = self._copy_back(p0, first, last, drop_dup=True)
         self.sync_bres(blk)
-        if n == 0:
+        if n + ndup == 0:
             raise RuntimeError("eviction policy named a range with no resident page")
         S.counts[out_row, C_DTOH_EVICT] += n * 4096
-        S.b_nres[blk] -= n
+        S.b_nres[blk] -= n + ndup
+        if S.fcfg[F_REMOTE] == REMOTE_UVMSMART:
+            # the evicted 64 KiB leaves made one more round trip; their counters restart
+            for leaf in range(first >> 4, (last >> 4) + 1):
+                S.ac_trips[blk * 32 + leaf] += 1
+                S.ac_count[blk * 32 + leaf] = 0
         if S.b_nres[blk] == 0:
             self.release_chunk(blk)
             S.counts[out_row, C_EVICTED] += 1
             S.tacc[0] += S.hw[HW_EVICT_NS]          # the driver's fixed work per eviction
 
-    def _copy_back(self, p0: int, first: int, last: int) -> int:
+    def _copy_back(self, p0: int, first: int, last: int, drop_dup: bool = False):
         """Device-to-host copy of the resident pages among positions first..last; each
-        contiguous run is one transfer on the link."""
+        contiguous run is one transfer on the link. With `drop_dup` (an eviction) a read
+        duplicate is dropped, not copied (the CPU copy is current): returns (copied,
+        dropped); else every resident page is copied: returns the number copied."""
         S = self.S
-        n = run = 0
+        n = ndup = run = 0
         for pos in range(first, last + 1):
             d = p0 + pos
-            if S.pstate[d] & RES:
-                S.pstate[d] &= ~RES
+            ps = S.pstate[d]
+            if ps & RES and not (drop_dup and ps & DUP):
+                S.pstate[d] = ps & ~(RES | DUP)
                 n += 1
                 run += 1
-            elif run:
+                continue
+            if ps & RES:
+                S.pstate[d] = ps & ~(RES | DUP)
+                ndup += 1
+            if run:
                 S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
                 run = 0
         if run:
             S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
-        return n
+        return (n, ndup) if drop_dup else n
 
     def sync_bres(self, blk: int) -> None:
         """S.bres (resident positions of each block, a bit each) after pstate changed."""
@@ -159,21 +185,36 @@ class ReferenceModel:
         S.chunk_block[c] = -1
         S.free_stack[S.scal[S_NFREE]] = c
         S.scal[S_NFREE] += 1
+        S.t_chunks[int(S.b_vbase[blk]) >> 44] -= 1
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
     def ensure_chunk(self, blk: int, out_row: int, tick: int) -> int:
-        """Step 1: the block takes a free chunk, evicting the policy's victims until one is."""
+        """Step 1: the block takes a free chunk, evicting the policy's victims until one is;
+        first, the evictions from one tenant's chunks the memory component demands."""
         S = self.S
         c = int(S.b_chunk[blk])
         if c >= 0:
             return c
+        ten = int(S.b_vbase[blk]) >> 44
+        while (j := int(self.MEM_RESERVE(S.mem, S, self.T, ten))) >= 0:
+            self.evict_from(j, out_row, tick)
         while S.scal[S_NFREE] == 0:
             self.evict_one(out_row, tick)
         S.scal[S_NFREE] -= 1
         c = int(S.free_stack[S.scal[S_NFREE]])
         S.chunk_block[c] = blk
         S.b_chunk[blk] = c
+        S.t_chunks[ten] += 1
         return c
+
+    def evict_from(self, j: int, out_row: int, tick: int) -> None:
+        """One eviction among tenant j's chunks only (the policy's victim restricted)."""
+        S = self.S
+        if not 0 <= j < S.t_chunks.size or S.t_chunks[j] <= 0:
+            raise RuntimeError(f"asked to evict from tenant {j}, which holds no chunk")
+        S.scal[S_VTEN] = j
+        self.evict_one(out_row, tick)
+        S.scal[S_VTEN] = -1
 
     def make_resident(self, blk: int, first: int, last: int, use_masks: bool, cause_f: int,
                       cause_p: int, out_row: int, tick: int) -> None:
@@ -250,6 +291,8 @@ class ReferenceModel:
             self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
             self.pmask[:] = 0
             self.pmask[to_positions(S.pbits)] = 1
+            if S.fcfg[F_ADVISE]:
+                self.hint_prefetch(p0, lo, hi)
             if self.thrashing:
                 # pages pinned by thrashing mitigation are never prefetched
                 for pos in range(lo, hi + 1):
@@ -259,6 +302,18 @@ class ReferenceModel:
             self.fmask[lo:hi + 1] = 0
         S.counts[out_row, C_BATCHES] += 1
         S.scal[S_NBATCH] = 0
+
+    def hint_prefetch(self, p0: int, lo: int, hi: int) -> None:
+        """The driver's hint rules on the prefetch set: a fault on a page preferring the GPU,
+        in a block resident nowhere, takes the whole block; pages preferring the CPU are
+        not prefetched."""
+        S = self.S
+        adv = S.pg_adv[p0 + lo:p0 + hi + 1]
+        pref = bool(np.any(self.fmask[lo:hi + 1].astype(bool) & (adv & ADV_PREF_GPU != 0)))
+        nowhere = not np.any(S.pstate[p0 + lo:p0 + hi + 1] & (POP | RES))
+        if pref and nowhere:
+            self.pmask[lo:hi + 1] = 1
+        self.pmask[lo:hi + 1][adv & ADV_PREF_CPU != 0] = 0
 
     def prefetch_to_cpu(self, blk: int, lo: int, hi: int, out_row: int,
                         col: int = C_DTOH_API) -> int:
@@ -354,6 +409,94 @@ class ReferenceModel:
             t += S.fcfg[F_NAP_NS]
         self._record(d, last, t)
         return False
+
+    def gpu_miss(self, k: int, r: int, d: int, now: float) -> bool:
+        """Where a GPU miss on page d goes, in the driver's order: read duplication
+        (read-mostly), preferred location CPU, the scheduler's remote hint for the tenant, a
+        thrashing pin, an accessed-by mapping (remote until an access counter notifies),
+        UVMSmart's delayed migration of reads, thrashing detection. True: served remotely."""
+        S, T = self.S, self.T
+        write = T.row_flags[r] & 6
+        adv = 0
+        if S.fcfg[F_ADVISE]:
+            adv = int(S.pg_adv[d])
+            if adv & ADV_READ_MOSTLY:
+                if not write:
+                    S.pstate[d] |= DUP
+                return False
+            if adv & ADV_PREF_CPU:
+                self.remote_access(k, r, d)
+                return True
+        if S.t_remote[int(S.b_vbase[T.page_block[d]]) >> 44]:
+            self.remote_access(k, r, d)
+            return True
+        if self.thrashing and S.pg_pin[d] > now:
+            self.remote_access(k, r, d)
+            return True
+        if adv & ADV_ACCESSED_BY and not adv & ADV_PREF_GPU and S.pstate[d] & POP:
+            if not (S.fcfg[F_REMOTE] == REMOTE_DRIVER and self.counter_driver(k, r, d)):
+                self.remote_access(k, r, d)
+                return True
+        elif S.fcfg[F_REMOTE] == REMOTE_UVMSMART and not write:
+            if not self.counter_uvmsmart(k, r, d):
+                self.remote_access(k, r, d)
+                return True
+        return self.thrashing and self.thrash_fault(k, r, d, now)
+
+    def counter_driver(self, k: int, r: int, d: int) -> bool:
+        """The driver's access counter of page d's 2 MiB block; True when it notifies."""
+        S, T = self.S, self.T
+        blk = int(T.page_block[d])
+        S.ac_count[blk] += T.row_count[r]
+        if S.ac_count[blk] >= S.fcfg[F_AC_THRESH]:
+            S.ac_count[blk] = 0
+            S.counts[k, C_COUNTER_MIG] += 1
+            return True
+        return False
+
+    def counter_uvmsmart(self, k: int, r: int, d: int) -> bool:
+        """UVMSmart's adaptive delayed migration of page d's 64 KiB leaf; True: migrate."""
+        S, T = self.S, self.T
+        g = int(T.page_block[d]) * 32 + (int(T.page_pos[d]) >> 4)
+        S.ac_count[g] += T.row_count[r]
+        used = S.free_stack.size - int(S.scal[S_NFREE])
+        cap = int(S.scal[S_CAP])
+        if used >= cap:
+            S.fcfg[F_OVERSUB] = 1.0
+        if S.fcfg[F_OVERSUB]:
+            thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
+        else:
+            thr = 1.0 + S.fcfg[F_AC_THRESH] * used / cap
+        if S.ac_count[g] >= thr:
+            S.counts[k, C_COUNTER_MIG] += 1
+            return True
+        return False
+
+    def advise(self, e: int) -> None:
+        """cudaMemAdvise on the event's range (clipped to live non-host allocations)."""
+        S, T = self.S, self.T
+        arg = int(T.ev_arg[e])
+        for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
+            if T.a_host[T.seg_alloc[seg]]:
+                continue
+            for d in range(int(T.seg_first[seg]), int(T.seg_last[seg]) + 1):
+                a = int(S.pg_adv[d])
+                if arg == ARG_SET_PREF_GPU:
+                    a = (a | ADV_PREF_GPU) & ~ADV_PREF_CPU
+                elif arg == ARG_SET_PREF_CPU:
+                    a = (a | ADV_PREF_CPU) & ~ADV_PREF_GPU
+                elif arg == ARG_SET_ACCESSED_BY:
+                    a |= ADV_ACCESSED_BY
+                elif arg == ARG_SET_READ_MOSTLY:
+                    a |= ADV_READ_MOSTLY
+                elif arg in (ARG_UNSET_PREF_GPU, ARG_UNSET_PREF_CPU):
+                    a &= ~(ADV_PREF_GPU | ADV_PREF_CPU)
+                elif arg == ARG_UNSET_ACCESSED_BY:
+                    a &= ~ADV_ACCESSED_BY
+                elif arg == ARG_UNSET_READ_MOSTLY:
+                    a &= ~ADV_READ_MOSTLY
+                    S.pstate[d] &= ~DUP
+                S.pg_adv[d] = a
 
     def remote_access(self, k: int, r: int, d: int) -> None:
         """Row r reads page d over the link from host memory: no fault."""
@@ -506,7 +649,7 @@ class ReferenceModel:
         dur = float(T.k_duration_ns[k])
         if not dur > 0.0:
             dur = 0.0
-        if self.thrashing:
+        if self.ft:
             S.fcfg[F_CLOCK] = t0
         stall = 0.0
         walks: list = []
@@ -517,7 +660,7 @@ class ReferenceModel:
             if T.a_host[T.b_alloc[blk]]:
                 continue
             t = issue + stall
-            if self.thrashing:
+            if self.ft:
                 t += S.fcfg[F_PEND_NS]     # naps and remote reads so far delay the row
             if self.xl:
                 if t > env.now:
@@ -525,12 +668,16 @@ class ReferenceModel:
                 self.translate(d, t, k, walks)
             ps = S.pstate[d]
             if ps & RES:
+                if ps & DUP and T.row_flags[r] & 6:
+                    # a write to a read duplicate: the driver collapses the copies
+                    S.pstate[d] &= ~DUP
+                    S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
                 if self.EV_ON_HIT is not None:
                     self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
                 continue
             if ps & INB:
                 continue
-            if self.thrashing and self.thrash_fault(k, r, d, t):
+            if self.ft and self.gpu_miss(k, r, d, t):
                 continue
             S.counts[k, C_FAULTS] += 1
             S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & 6 else C_FAULTS_READ] += 1
@@ -540,12 +687,12 @@ class ReferenceModel:
                 stall += yield env.process(self.service(buf.n, k, r, t))
         if buf.n:
             t = t0 + dur + stall
-            if self.thrashing:
+            if self.ft:
                 t += S.fcfg[F_PEND_NS]
             if t > env.now:
                 yield env.timeout(t - env.now)
             stall += yield env.process(self.service(buf.n, k, r1, t))
-        if self.thrashing:
+        if self.ft:
             stall += S.fcfg[F_PEND_NS]
             S.fcfg[F_PEND_NS] = 0.0
             S.fcfg[F_CLOCK] = t0 + dur + stall
@@ -634,10 +781,28 @@ class ReferenceModel:
             return (yield self.env.process(self.run_kernel(int(T.ev_kernel[e]), t)))
         if op == OP_FREE:
             self.free_alloc(int(T.ev_alloc[e]))
+        elif op == OP_ADVISE and self.S.fcfg[F_ADVISE]:
+            self.advise(e)
         elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH) or (op == OP_HOST_ACCESS and
                                                           self.S.fcfg[F_HOST_ACCESS]):
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
+
+    def reclaim(self, ten: int, k: int, tick: int, t: float) -> None:
+        """Kernel k of tenant ten starts at t: the evictions the scheduler's `start` names
+        (proactive reclamation), done by the driver from when it is free; the kernel does
+        not wait for them, its batches queue behind them."""
+        S = self.S
+        j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
+        if j < 0:
+            return
+        start = max(t, float(S.xlf[XF_DRIVER_FREE]))
+        S.tacc[0] = 0.0
+        while j >= 0:
+            self.evict_from(j, k, tick)
+            j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
+        S.times[k, T_TRANSFER] += S.tacc[0]
+        S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
 
     def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray,
                waited: np.ndarray | None = None) -> None:
@@ -653,6 +818,7 @@ class ReferenceModel:
         waiting: set[int] = set()
         while True:
             live = [j for j in range(n_t) if cur[j] < ten_ev[j + 1]]
+            S.t_live[:] = [j in live for j in range(n_t)]
             if not live:
                 return
             ready = [j for j in live if j not in waiting] or live
@@ -664,6 +830,8 @@ class ReferenceModel:
                 waiting.add(i)
                 continue
             cur[i] += 1
+            if int(T.ev_op[e]) == OP_KERNEL:
+                self.reclaim(i, int(T.ev_kernel[e]), tick[i], float(clock[i]))
             env = self._open(float(clock[i]))
             proc = env.process(self.event(e, int(ten_out[i]), tick[i], float(clock[i])))
             clock[i] = env.run(until=proc)

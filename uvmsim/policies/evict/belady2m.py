@@ -16,7 +16,7 @@ from numba import njit
 
 from ...engine.state import RES, S_NBATCH
 from ...trace.format import OP_CODE
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
 def init(ctx: PolicyContext) -> tuple:
@@ -70,7 +70,7 @@ def victim(st, S, T, tick):
     best_key = -(1 << 62)
     for c in range(nxt.size):
         blk = S.chunk_block[c]
-        if blk < 0:
+        if blk < 0 or not may_evict(S, c):
             continue
         u = nxt[c]
         if u < now:

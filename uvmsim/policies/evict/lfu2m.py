@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, register_evict
 
 
 def init(ctx: PolicyContext) -> tuple:
@@ -41,7 +41,7 @@ def victim(st, S, T, tick):
     freq, since = st
     best = -1
     for c in range(freq.size):
-        if S.chunk_block[c] < 0:
+        if S.chunk_block[c] < 0 or not may_evict(S, c):
             continue
         if best < 0 or freq[c] < freq[best] or (freq[c] == freq[best]
                                                  and since[c] < since[best]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
 def init(ctx: PolicyContext) -> tuple:
@@ -70,7 +70,10 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    S.victim[0] = st[2][0]
+    c = st[2][0]
+    while not may_evict(S, c):
+        c = st[1][c]
+    S.victim[0] = c
     S.victim[1] = 0
     S.victim[2] = 511
 

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from ...engine.state import RES
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 from .lru2m import push_recent, unlink
 
 
@@ -44,19 +44,24 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def victim(st, S, T, tick):
-    ends = st[2]
+    node = st[2][0]
     while True:
-        node = ends[0]
+        nxt = st[1][node]
         c = node >> 9
         pos = node & 511
         blk = S.chunk_block[c]
-        unlink(st, node)
-        if blk >= 0 and T.b_lo[blk] <= pos and pos <= T.b_hi[blk]:
-            if S.pstate[T.b_page0[blk] - T.b_lo[blk] + pos] & RES:
+        if (blk >= 0 and T.b_lo[blk] <= pos and pos <= T.b_hi[blk]
+                and S.pstate[T.b_page0[blk] - T.b_lo[blk] + pos] & RES):
+            # a page of a chunk this eviction may not take keeps its place
+            if may_evict(S, c):
+                unlink(st, node)
                 S.victim[0] = c
                 S.victim[1] = pos
                 S.victim[2] = pos
                 return
+        else:
+            unlink(st, node)
+        node = nxt
 
 
 LRU4K = register_evict(EvictPolicy(

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from ...engine.state import RES
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 from .lru2m import push_recent, unlink
 
 LEAF = 16  # pages per 64 KiB leaf
@@ -54,17 +54,22 @@ def on_release(st, S, T, chunk, blk):
 
 @njit(cache=True)
 def pop_oldest_leaf(st, S, T):
-    """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages."""
-    ends = st[2]
+    """Unlink and return (chunk, leaf) of the least recent leaf that still holds pages (of
+    a chunk this eviction may take: the others keep their place)."""
+    node = st[2][0]
     while True:
-        node = ends[0]
+        nxt = st[1][node]
         c = node >> 5
         leaf = node & 31
         blk = S.chunk_block[c]
-        unlink(st, node)
-        # leaves emptied behind the policy's back (prefetch to the CPU) are skipped
+        # leaves emptied behind the policy's back (prefetch to the CPU) are dropped
         if blk >= 0 and leaf_resident(S, T, blk, leaf):
-            return c, leaf
+            if may_evict(S, c):
+                unlink(st, node)
+                return c, leaf
+        else:
+            unlink(st, node)
+        node = nxt
 
 
 @njit(cache=True)

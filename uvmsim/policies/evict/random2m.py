@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
 
 def init(ctx: PolicyContext) -> tuple:
@@ -56,6 +56,8 @@ def on_release(st, S, T, chunk, blk):
 def victim(st, S, T, tick):
     members, where, size, state = st
     i = np.int64(_next(state) % np.uint64(size[0]))
+    while not may_evict(S, members[i]):
+        i = (i + 1) % size[0]
     S.victim[0] = members[i]
     S.victim[1] = 0
     S.victim[2] = 511

@@ -5,7 +5,8 @@ the chunk's 2 MiB tree is walked bottom-up: every node that is still partly vali
 than half valid is evicted whole (pre-eviction), which can tip its parent under one half.
 Pre-evicted leaves are handed to the engine on the following victim calls of the same
 eviction; ones still pending when a chunk has come free go first at the next eviction (and are
-dropped if their chunk has changed hands meanwhile).
+dropped if their chunk has changed hands meanwhile, or if that eviction may not take them:
+uvmsim.policies.base.may_evict).
 
 Source: DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc
 (`traverse_and_remove_lp_tree`, `remove_lp_tree`), ISCA'19.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..base import EvictPolicy, PolicyContext, no_hit, register_evict
+from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 from .lru2m import unlink
 from .lru64k import (leaf_resident, on_fill as _fill64k, on_release as _release64k,
                      pop_oldest_leaf)
@@ -51,12 +52,17 @@ def victim(st, S, T, tick):
     lru = _lru(st)
     pend, pend_blk, npend, v = st[4], st[5], st[6], st[7]
     while npend[0] > 0:
-        npend[0] -= 1
-        node = pend[npend[0]]
+        node = pend[npend[0] - 1]
         c = node >> 5
         leaf = node & 31
         blk = S.chunk_block[c]
-        if blk >= 0 and blk == pend_blk[npend[0]] and leaf_resident(S, T, blk, leaf):
+        live = blk >= 0 and blk == pend_blk[npend[0] - 1] and leaf_resident(S, T, blk, leaf)
+        if live and not may_evict(S, c):
+            # another tenant's tree: its pre-evictions are dropped, not done for it
+            npend[0] = 0
+            break
+        npend[0] -= 1
+        if live:
             unlink(lru, node)
             S.victim[0] = c
             S.victim[1] = leaf * 16
