@@ -302,7 +302,7 @@ def plot(path: Path, img: Path) -> None:
         ax.set_xticks(range(len(cells)), [f"{n} tenants\nf{o:g}" for n, o in cells],
                       fontsize=7)
         ax.set_ylabel(f"{lab} against static partitioning (%)")
-    axes[0].legend(fontsize=7, loc="center left")
+    axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"Memory and walkers shared, each scheduler, against static partitioning "
                  f"(memory={st['memory']}, walkers={st['walkers']}, "
                  f"scheduler={st['scheduler']})", fontsize=9)
@@ -420,6 +420,28 @@ def report(path: Path) -> None:
     print(markdown(d[["walkers", "tenant", "trace", "slowdown", "alone_miss_ratio",
                       "tlb_miss_ratio", "alone_walk_queue_us", "walk_queue_us", "walks_ms",
                       "driver_ms"]]))
+    print("\n## memory components (walkers shared, scheduler interleave)")
+    mem = grid[(grid.walkers == "shared") & (grid.scheduler == "interleave")]
+    print(markdown(mem[["mix", "oversub", "memory", "stp", "antt", "fairness", "faults",
+                        "evicted"]]))
+    print("\n## each scheduler on shared memory and walkers against static partitioning "
+          "(STP gain %, faults change %)")
+    vs = against_static(grid)
+    vs = vs[(vs.memory == "shared") & (vs.walkers == "shared")]
+    piv = vs.pivot_table(index=["mix", "oversub"], columns="scheduler",
+                         values=["stp_gain_pct", "faults_pct"]).reset_index()
+    piv.columns = [f"{a}:{b}" if b else a for a, b in piv.columns]
+    print(markdown(piv, ".1f"))
+    print("\n## each scheduler against `interleave`, memory and walkers shared (STP change %, "
+          "faults change %)")
+    sh = grid[(grid.memory == "shared") & (grid.walkers == "shared")]
+    base = sh[sh.scheduler == "interleave"].set_index(["mix", "oversub"])
+    b = base.loc[list(zip(sh.mix, sh.oversub))]
+    sh = sh.assign(stp_change=100 * (sh.stp.to_numpy() / b.stp.to_numpy() - 1),
+                   faults_change=100 * (sh.faults.to_numpy() / b.faults.to_numpy() - 1))
+    print(markdown(sh[sh.scheduler != "interleave"][["mix", "oversub", "scheduler", "stp",
+                                                     "stp_change", "faults",
+                                                     "faults_change", "sched_wait_ms"]]))
     print("\n## TLB sweep")
     t = m[m.study == "tlb"]
     print(markdown(t[["mix", "walkers", "tlb_entries", "alone_miss_ratio", "miss_ratio",

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from uvmsim.components.memory import MEMORY
 from uvmsim.components.sched import SCHEDULERS
 from uvmsim.components.walkers import WALKERS
 
@@ -52,11 +53,12 @@ def test_added_latency_rejects_tables_of_different_kernels():
 
 def test_the_grid_takes_every_registered_component():
     reg = study.registered()
-    assert reg["walkers"] == sorted(WALKERS)
-    assert reg["scheduler"] == sorted(SCHEDULERS)
+    assert reg == {"memory": sorted(MEMORY), "walkers": sorted(WALKERS),
+                   "scheduler": sorted(SCHEDULERS)}
     jobs = [j for j in study.plan() if j["study"] == "grid"]
-    per_cell = len(reg.get("memory", ["shared"])) * len(WALKERS) * len(SCHEDULERS)
+    per_cell = len(MEMORY) * len(WALKERS) * len(SCHEDULERS)
     assert len(jobs) == len(study.MIXES) * len(study.OVERSUB) * per_cell
+    assert {j["memory"] for j in jobs} == set(MEMORY)
     assert {j["walkers"] for j in jobs} == set(WALKERS)
     assert {j["scheduler"] for j in jobs} == set(SCHEDULERS)
 
