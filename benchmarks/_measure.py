@@ -68,6 +68,17 @@ def main() -> None:
     }))
 
 
+def _copy(x):
+    """A deep copy of engine or policy state: arrays copied, named state rebuilt with its
+    own type (Numba types a namedtuple by its class, so a plain tuple would not do)."""
+    import numpy as np
+    if isinstance(x, np.ndarray):
+        return np.copy(x)
+    if isinstance(x, tuple):
+        return type(x)(*(_copy(v) for v in x)) if hasattr(x, "_fields") else tuple(_copy(v) for v in x)
+    return x
+
+
 def evict_cost(tr, r, a, repeat: int = 20) -> dict:
     """Time the engine's own evict_one on the state the replay ended in: evict every chunk
     (the policy picks each victim, its resident pages are copied back run by run, the chunk
@@ -105,8 +116,8 @@ def evict_cost(tr, r, a, repeat: int = 20) -> dict:
     chunks = 0
     resident = int((run.state.b_nres).sum())
     for i in range(repeat + 1):
-        S = EngineState(*(np.copy(run.state._arrays[f]) for f in fields))
-        est = tuple(np.copy(x) for x in run.est)
+        S = EngineState(*(_copy(run.state._arrays[f]) for f in fields))
+        est = _copy(run.est)
         t0 = time.perf_counter()
         chunks = drain(est, S, T)
         dt = time.perf_counter() - t0
