@@ -1126,7 +1126,7 @@ def make_cases(n: int, seed: int = 0) -> list[dict]:
 
 
 def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
-              case_timeout: float = 20.0, startup: float = 60.0,
+              case_timeout: float = 20.0, startup: float = 600.0,
               log: Callable[[str], None] | None = None) -> list[dict]:
     """Run cases in child processes; returns one result per case (in case order)."""
     batches = [cases[i:i + batch] for i in range(0, len(cases), batch)]
@@ -1169,7 +1169,8 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
 def _child(batch: list[dict], startup: float, case_timeout: float
            ) -> tuple[dict[int, dict], str]:
     """Run cases in one child; a hang is no new result for case_timeout seconds (startup
-    more for the first), and the child is then killed."""
+    more before the child's warm-up, which compiles the engine, is done), and the child is
+    then killed."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
                NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     p = subprocess.Popen([sys.executable, str(HERE / "fuzz_child.py")], stdin=subprocess.PIPE,
@@ -1199,7 +1200,8 @@ def _child(batch: list[dict], startup: float, case_timeout: float
         for line in lines:
             if line.startswith(PREFIX.encode()):
                 r = json.loads(line[len(PREFIX):])
-                got[r["id"]] = r
+                if "id" in r:  # else the child's "ready" line: its warm-up is done
+                    got[r["id"]] = r
                 deadline = time.monotonic() + case_timeout
     rc = p.wait()
     p.stdout.close()
