@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 
 from hypothesis import settings
 
@@ -39,3 +40,20 @@ def examples(n: int) -> int:
     larger (HYPOTHESIS_PROFILE=slow), so an explicit count never caps a deep run."""
     slow = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
     return max(n, settings().max_examples) if slow else n
+
+
+#: The start of a child script that measures its own peak RSS growth (Linux /proc):
+#: imports json, sys, uvmsim and load_trace; `status(key)` reads /proc/self/status in bytes,
+#: `reset_peak()` resets the peak (VmHWM) and returns the current RSS.
+RSS_CHILD_PRELUDE = textwrap.dedent("""
+    import json, sys
+    import uvmsim
+    from uvmsim.trace import load_trace
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
+    def reset_peak():  # Linux: writing 5 to clear_refs resets the peak RSS (VmHWM)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return status("VmRSS")
+""")

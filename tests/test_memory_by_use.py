@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import uvmsim
+from helpers import RSS_CHILD_PRELUDE
 from uvmsim import reference
 from uvmsim.trace.builder import TraceBuilder
 
@@ -107,17 +108,7 @@ def test_same_counts_as_a_small_twin(huge):
     assert (a[cols].to_numpy() == b[cols].to_numpy()).all()
 
 
-_CHILD = textwrap.dedent("""
-    import json, sys
-    import uvmsim
-    from uvmsim.trace import load_trace
-    def status(key):
-        with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
-    def reset_peak():  # Linux: writing 5 to clear_refs resets the peak RSS (VmHWM)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return status("VmRSS")
+_CHILD = RSS_CHILD_PRELUDE + textwrap.dedent("""
     # compile (or load) the engine on a small trace first, so only the huge one is measured
     kw = dict(capacity_chunks=64, prefetch="none", evict="lru2m")
     uvmsim.simulate(load_trace(sys.argv[2]), **kw)

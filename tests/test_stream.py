@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import uvmsim
+from helpers import RSS_CHILD_PRELUDE
 from uvmsim import ConfigError, TraceFormatError, load_trace, reference
 from uvmsim.multi import simulate_multi
 from uvmsim.trace import synth
@@ -92,17 +93,7 @@ def test_a_file_changed_after_loading_is_an_error(mixed, tmp_path):
         uvmsim.simulate(t, capacity_chunks=4)
 
 
-_CHILD = textwrap.dedent("""
-    import json, sys
-    import uvmsim
-    from uvmsim.trace import load_trace
-    def status(key):
-        with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
-    def reset_peak():  # Linux: writing 5 to clear_refs resets the peak RSS (VmHWM)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return status("VmRSS")
+_CHILD = RSS_CHILD_PRELUDE + textwrap.dedent("""
     kw = dict(oversub=2, prefetch="density", evict="lru2m")
     uvmsim.simulate(load_trace(sys.argv[2]), **kw)  # compile (or load) the engine first
     before = reset_peak()
