@@ -191,6 +191,17 @@ def test_walker_component_errors():
         simulate_multi([t], translation=WALK, walkers="nope")
 
 
+def engine_equals_reference(traces, **kw):
+    """simulate_multi on the engine and on the reference model: every tenant's result
+    (shared and alone) and every finish time agree; returns both."""
+    a = simulate_multi(traces, **kw)
+    b = simulate_multi(traces, engine="reference", **kw)
+    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
+        assert_same(x, y)
+    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    return a, b
+
+
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(progs=st.lists(programs(max_ops=6), min_size=1, max_size=3),
@@ -205,13 +216,8 @@ def test_walker_component_errors():
 def test_components_engine_equals_reference(progs, kw, walkers, sched, tr):
     traces = [p.build() for p in progs]
     # prefetch "none", as in the tests above: one compiled engine per component pair
-    a = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
-                       prefetch="none", **kw)
-    b = simulate_multi(traces, translation=tr, walkers=walkers, scheduler=sched,
-                       prefetch="none", engine="reference", **kw)
-    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
-        assert_same(x, y)
-    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    a, b = engine_equals_reference(traces, translation=tr, walkers=walkers, scheduler=sched,
+                                   prefetch="none", **kw)
     np.testing.assert_allclose(a.table["sched_wait_ns"], b.table["sched_wait_ns"],
                                rtol=1e-9, atol=1e-6)
     # each tenant's clock is the time its own events took, waits included
@@ -485,11 +491,7 @@ def test_memory_and_schedulers_engine_equals_reference(progs, cap, batch, pair, 
     memory, sched = pair
     kw = dict(capacity_chunks=cap, fault_batch_size=batch, memory=memory, scheduler=sched,
               prefetch="none", translation=Translation(walkers=3) if translated else None)
-    a = simulate_multi(traces, **kw)
-    b = simulate_multi(traces, engine="reference", **kw)
-    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
-        assert_same(x, y)
-    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    engine_equals_reference(traces, **kw)
 
 
 def test_component_files_shown_in_the_docs_match_the_source():
@@ -526,11 +528,7 @@ def test_tenants_with_thrashing_remote_and_advise_engine_equals_reference(
     traces = [p.build() for p in progs]
     kw = dict(capacity_chunks=cap, fault_batch_size=batch, prefetch="none",
               translation=Translation(walkers=2) if translated else None, **opts)
-    a = simulate_multi(traces, **kw)
-    b = simulate_multi(traces, engine="reference", **kw)
-    for x, y in zip(a.tenants + a.alone, b.tenants + b.alone):
-        assert_same(x, y)
-    np.testing.assert_allclose(a.finish_ns, b.finish_ns, rtol=1e-9, atol=1e-6)
+    engine_equals_reference(traces, **kw)
 
 
 def test_advise_hints_apply_per_tenant():
