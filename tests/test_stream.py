@@ -116,9 +116,15 @@ def _write(path, kernels: int):
 
 def test_streaming_holds_a_batch_not_the_rows(tmp_path):
     """Memory growth of a load and replay in a fresh process, for traces of 1.6 M and 4.8 M
-    rows. In memory the 3.2 M more rows cost at least their 9 bytes a row of arrays; streamed
-    in batches of 32 Ki rows they cost less than a third of that (what does not grow with
-    the rows, such as the reader's threads, cancels out in the difference)."""
+    rows. In memory the 3.2 M more rows hold 9 bytes a row of arrays; streamed in batches of
+    32 Ki rows they must cost less than 3 bytes a row (what does not grow with the rows, such
+    as the reader's threads, cancels out in the difference).
+
+    The first bound only checks that the measure sees rows held in memory. It asks for two
+    thirds of the 9 bytes, not all of them: the measure is the peak RSS, and the smaller
+    trace's peak can come from a transient of loading or replay that the larger trace's
+    peak does not add to, so the difference falls a little short of the arrays (8.8 bytes
+    a row was seen)."""
     small = tmp_path / "small.uvmtrace"
     synth.write("random", small, footprint_bytes=8 << 20, kernels=2, pages_per_kernel=64)
     traces = [_write(tmp_path / f"{k}.uvmtrace", k) for k in (200, 600)]
@@ -136,7 +142,7 @@ def test_streaming_holds_a_batch_not_the_rows(tmp_path):
         assert got["memory", t]["faults"] == got["stream", t]["faults"]
     assert got["memory", b]["rows"] - got["memory", a]["rows"] == extra
     grow = {m: got[m, b]["growth"] - got[m, a]["growth"] for m in ("memory", "stream")}
-    assert grow["memory"] > 9 * extra, got  # the measure sees rows held in memory
+    assert grow["memory"] > 6 * extra, got  # the measure sees rows held in memory
     assert grow["stream"] < 3 * extra, got
 
 
