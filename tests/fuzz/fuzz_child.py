@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 PREFIX = "@@FUZZ "
@@ -37,7 +38,8 @@ def main() -> int:
     if os.environ.get("UVMSIM_FUZZ_SELFTEST"):
         return selftest(cases, os.environ["UVMSIM_FUZZ_SELFTEST"])
     import fuzzlib
-    with tempfile.TemporaryDirectory(prefix="uvmfuzz-") as tmp:
+    work = os.environ.get("UVMSIM_FUZZ_WORK")  # the parent's, which it removes
+    with nullcontext(work) if work else tempfile.TemporaryDirectory(prefix="uvmfuzz-") as tmp:
         runner = fuzzlib.Runner(Path(tmp))
         # compile (or load from the cache) the engine every case's replay uses before the
         # first case, so that a case's time limit measures the case, not a cold compile

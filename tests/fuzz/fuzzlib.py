@@ -29,6 +29,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
@@ -1171,8 +1172,16 @@ def _child(batch: list[dict], startup: float, case_timeout: float
     """Run cases in one child; a hang is no new result for case_timeout seconds (startup
     more before the child's warm-up, which compiles the engine, is done), and the child is
     then killed."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
-               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    # the parent owns the child's work folder: a child killed for a signal or a hang
+    # cannot remove its own
+    with tempfile.TemporaryDirectory(prefix="uvmfuzz-") as work:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
+                   NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", UVMSIM_FUZZ_WORK=work)
+        return _watch(batch, startup, case_timeout, env)
+
+
+def _watch(batch: list[dict], startup: float, case_timeout: float, env: dict
+           ) -> tuple[dict[int, dict], str]:
     p = subprocess.Popen([sys.executable, str(HERE / "fuzz_child.py")], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                          cwd=str(ROOT))
