@@ -1,7 +1,8 @@
 """FIFO over 2 MiB chunks: evict the chunk that was taken from the free pool first.
 
 A chunk joins the queue when its block first gets pages and leaves it when released; later
-fills and hits do not move it.
+fills and hits do not move it. This is the real driver's order: it marks a root chunk used
+only when its block becomes resident from not resident (docs/model.md, "Eviction order").
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""The driver's eviction: LRU over 2 MiB chunks by recency of migration (uvm_pmm_gpu.c).
+"""The contract's default eviction (driver-model.md): LRU over 2 MiB chunks by recency of
+migration.
 
 A chunk moves to the most-recent end whenever pages are made resident in it, never on hits;
-the least-recent chunk is evicted whole.
+the least-recent chunk is evicted whole. The real driver moves a chunk only when its block
+becomes resident from not resident, which is fifo2m's first-arrival order; the two agree on
+a sweep, and the validation's fit split preferred this one (docs/model.md, "Eviction order").
 """
 from __future__ import annotations
 
@@ -86,5 +89,5 @@ def victim(st, S, T, tick):
 
 LRU2M = register_evict(EvictPolicy(
     "lru2m", victim=victim, on_fill=on_fill, on_release=on_release, on_hit=no_hit, init=init,
-    doc="The driver's: least recently migrated-into 2 MiB chunk, evicted whole.",
+    doc="The contract's default: least recently migrated-into 2 MiB chunk, evicted whole.",
     source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_pmm_gpu.c; driver-model.md"))
