@@ -129,9 +129,6 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
                   remote_access_ns=remote_access_ns, small_blocks=small_blocks)
-    m = run.model
-    if run.translation is not None and (m.remote is not None or m.advise):
-        raise ConfigError("remote/advise are not yet modelled with translation on")
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.lazy is not None:

@@ -24,16 +24,12 @@ __all__ = ["FaultBuffer", "ReferenceModel", "simulate"]
 def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
              **kwargs: Any) -> Result:
     """`uvmsim.simulate(trace, **kwargs)`, computed by the SimPy reference model (slow; for
-    checking). The model's options `slices`, `host_access`, `thrashing` and `small_blocks`
-    are modelled here; `remote` and `advise` are not yet: asking for one is a ConfigError
-    rather than a silently different answer.
+    checking). Every option of the model is modelled here too.
     """
     run = prepare(trace, **kwargs)
     if run.lazy is not None:
         raise ConfigError("the reference model replays traces in memory (load without "
                           "stream=True)")
-    if run.model.remote is not None or run.model.advise:
-        raise ConfigError("the reference model does not model remote/advise yet")
     T = run.arrays
     model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
                            run.fault_batch_size)
