@@ -32,7 +32,7 @@ def evict_one(est, S, T, out_row, tick):
     c = S.victim[0]
     if c < 0 or c >= S.chunk_block.size:
         raise RuntimeError("eviction policy named a chunk that does not exist")
-    blk = S.chunk_block[c]
+    blk = np.int64(S.chunk_block[c])  # int64 like release_chunk's other callers' blocks
     if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
     if S.scal[S_VTEN] >= 0 and (S.b_vbase[blk] >> 44) != S.scal[S_VTEN]:
@@ -408,7 +408,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
     """
     r0 = T.k_row_start[k]
     r1 = T.k_row_start[k + 1]
-    nb = 0
+    nb = np.int64(0)  # typed: a literal would specialize service_now on it
     stall = 0.0
     ft = S.fcfg[F_ON] != 0
     if ft:
@@ -468,7 +468,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     stall += service_now(pst, est, S, T, nb, k, r)
                 else:
                     stall += service_clocked(pst, est, S, T, nb, k, r, t)
-                nb = 0
+                nb = np.int64(0)
     if nb:
         if wst is None:
             stall += service_now(pst, est, S, T, nb, k, r1)
@@ -507,7 +507,7 @@ def range_event(pst, est, S, T, e, out_row, tick):
             lo = T.page_pos[T.seg_first[seg]] if blk == b_first else T.b_lo[blk]
             hi = T.page_pos[T.seg_last[seg]] if blk == b_last else T.b_hi[blk]
             if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
-                prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, C_DTOH_API)
+                prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, np.int64(C_DTOH_API))
                 continue
             cause = CAUSE_API
             if op == OP_HTOD:
@@ -550,7 +550,7 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, col):
         S.tacc[0] += S.xfer[1, run]
     S.counts[out_row, col] += n * 4096
     if n and S.xli[XL_ON]:
-        tlb_shootdown(S, blk, lo, hi)
+        tlb_shootdown(S, blk, np.int64(lo), np.int64(hi))
     S.b_nres[blk] -= n
     if n and S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
@@ -586,7 +586,7 @@ def host_access_event(est, S, T, e, out_row):
                     S.pstate[d] = ps | POP
                     S.counts[out_row, C_HOST_POP] += 1
                     moved += 1
-            moved += prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, C_DTOH_HOST)
+            moved += prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, np.int64(C_DTOH_HOST))
     S.times[out_row, T_TRANSFER] += S.tacc[0]
     S.tacc[0] += moved * S.hw[HW_HOST_FAULT_NS]
     S.times[out_row, T_STALL] += S.tacc[0]
@@ -605,14 +605,16 @@ def free_alloc(est, S, T, a):
             S.bres[blk * 8 + w] = 0
         if S.b_chunk[blk] >= 0:
             if S.xli[XL_ON]:
-                tlb_shootdown(S, blk, T.b_lo[blk], T.b_hi[blk])
+                tlb_shootdown(S, blk, np.int64(T.b_lo[blk]), np.int64(T.b_hi[blk]))
             release_chunk(est, S, T, blk)
 
 
 @_jit
 def replay(pst, est, S, T, batch_size):
     """Replay every event in program order; counts and times accumulate in S."""
-    return replay_span(pst, est, S, T, batch_size, 0, T.ev_op.size, 0)
+    # typed zeros: a literal argument is its own type to Numba, so `0` here would compile
+    # a second copy of every function it reaches besides the streamed replay's int64 one
+    return replay_span(pst, est, S, T, batch_size, np.int64(0), T.ev_op.size, np.int64(0))
 
 
 @_jit
@@ -790,7 +792,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         tick[i] = 0
         live[i] = 1 if cur[i] < ten_ev[i + 1] else 0
     while True:
-        i = -1
+        i = np.int64(-1)  # typed: a literal -1 would specialize the scheduler hooks on it
         for j in range(n_t):
             if live[j] and not wait[j] and (i < 0 or clock[j] < clock[i]):
                 i = j
@@ -964,6 +966,7 @@ def ft_miss(S, T, k, r, d, now):
     a thrashing pin, an accessed-by mapping (remote until an access counter notifies), then
     UVMSmart's delayed migration of reads, then thrashing detection. True: served remotely.
     """
+    d = np.int64(d)  # a row's page is int32, a host access's int64 (ft_thrash_event): one type
     write = T.row_flags[r] & 6
     adv = 0
     if S.fcfg[F_ADVISE] != 0.0:
