@@ -36,6 +36,21 @@ def test_serial_and_process_pool_agree(trace):
     assert a.drop(columns=["hardware"]).equals(b.drop(columns=["hardware"]))
 
 
+def test_each_engine_runs_its_first_cell_in_a_first_wave():
+    """The pool runs one cell per compiled engine (prefetch, evict, translation on or off)
+    before all others, so no two workers compile the same engine (uvmsim/sweep.py)."""
+    from uvmsim.sweep import waves
+    tasks = [{"id": i, "point": {"oversub": f, "prefetch": pf, "evict": "lru2m"},
+              "common": {"translation": tr}}
+             for i, (tr, pf, f) in enumerate((tr, pf, f) for tr in (None, True)
+                                             for pf in ("density", "none") for f in (1, 2, 3))]
+    first, rest = waves(tasks)
+    assert [t["id"] for t in first] == [0, 3, 6, 9]  # the first cell of each engine
+    assert sorted(t["id"] for t in first + rest) == list(range(12))
+    assert [t["id"] for t in rest] == [1, 2, 4, 5, 7, 8, 10, 11]  # in order
+    assert waves(tasks[:1]) == [tasks[:1]] and waves([]) == []
+
+
 def test_dask_on_a_local_cluster_by_address(trace, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,

@@ -10,6 +10,11 @@ absent), and a later call with the same cells reads the finished ones back inste
 them. A cell's id is a hash of the trace's content, every cell parameter and the resolved model
 configuration (and the uvmsim version): change any of them and the cell is computed again.
 ``pandas.read_parquet(DIR)`` reads the whole dataset.
+
+A pool runs the first cell of each compiled engine (prefetch, eviction, translation on or
+off) before the others (`waves`), so an engine not yet in the disk cache is compiled by one
+worker and loaded by the rest; on an empty cache that halves a 2-worker sweep of 4 engines
+(docs/performance.md, "Simulated sweeps").
 """
 from __future__ import annotations
 
@@ -290,6 +295,26 @@ def _bar(total: int, initial: int, enabled: bool):
     return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)
 
 
+def _engine_key(task: dict[str, Any]) -> tuple:
+    """What selects the compiled engine (and its signature) a cell runs on."""
+    p, c = task["point"], task["common"]
+    return (_policy_name(p["prefetch"]), _policy_name(p["evict"]),
+            c.get("translation") not in (None, False))
+
+
+def waves(tasks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The cells in two waves: the first cell of each engine, then the others. Workers run
+    the first wave before any other cell, so each engine is compiled once, by one worker,
+    and the rest load it from the disk cache; without it every worker compiles every engine
+    it meets before the first copy is cached."""
+    first, rest, seen = [], [], set()
+    for t in tasks:
+        k = _engine_key(t)
+        (rest if k in seen else first).append(t)
+        seen.add(k)
+    return [w for w in (first, rest) if w]
+
+
 def _execute(tasks, executor, jobs, client, scheduler, done) -> None:
     if not tasks:
         return
@@ -301,19 +326,19 @@ def _execute(tasks, executor, jobs, client, scheduler, done) -> None:
     if executor == "process":
         # Trace objects go to each worker once (initializer); paths are read there once
         objects = {t["trace_key"]: t["trace_obj"] for t in tasks if t["trace_obj"] is not None}
-        light = [{**t, "trace_obj": None} for t in tasks]
         with ProcessPoolExecutor(max_workers=n, initializer=_worker_init,
                                  initargs=(objects,)) as ex:
-            pending = {ex.submit(_run_cell, t) for t in light}
-            try:
-                while pending:
-                    fin, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in fin:
-                        done(f.result())
-            except BaseException:
-                for f in pending:
-                    f.cancel()
-                raise
+            for wave in waves(tasks):
+                pending = {ex.submit(_run_cell, {**t, "trace_obj": None}) for t in wave}
+                try:
+                    while pending:
+                        fin, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in fin:
+                            done(f.result())
+                except BaseException:
+                    for f in pending:
+                        f.cancel()
+                    raise
         return
     try:
         from dask.distributed import Client, as_completed
@@ -324,9 +349,9 @@ def _execute(tasks, executor, jobs, client, scheduler, done) -> None:
         client = Client(scheduler) if scheduler else Client(n_workers=jobs or None,
                                                            processes=True)
     try:
-        futs = [client.submit(_run_cell, t, pure=False) for t in tasks]
-        for f in as_completed(futs):
-            done(f.result())
+        for wave in waves(tasks):
+            for f in as_completed([client.submit(_run_cell, t, pure=False) for t in wave]):
+                done(f.result())
     finally:
         if own:
             client.close()
