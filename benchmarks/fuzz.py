@@ -7,7 +7,8 @@ and `uvmsim replay`, each case in a child process with a timeout.
 Prints the counts by outcome (rejected, accepted and checked by the oracle, signal, hang,
 other exception, and the failure classes of tests/fuzz/fuzzlib.py), then every corruption
 class that was accepted, with the rule of docs/trace-format.md that allows it, then every
-failing case. Exit status 1 if any case failed. Figures: docs/reliability.md.
+failing case. Exit status 1 if any case failed. A progress bar on stderr counts finished
+cases (`--quiet`: none). Figures: docs/reliability.md.
 """
 from __future__ import annotations
 
@@ -46,11 +47,16 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=250)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar (on stderr)")
     a = ap.parse_args()
     cases = fuzzlib.make_cases(a.cases, seed=a.seed)
     t0 = time.monotonic()
-    results = fuzzlib.run_cases(cases, jobs=a.jobs, batch=a.batch, case_timeout=a.timeout,
-                                log=lambda s: print(s, file=sys.stderr))
+    from tqdm import tqdm
+    with tqdm(total=len(cases), unit="case", desc="fuzz", file=sys.stderr,
+              disable=a.quiet) as bar:
+        results = fuzzlib.run_cases(cases, jobs=a.jobs, batch=a.batch,
+                                    case_timeout=a.timeout, done=bar.update,
+                                    log=lambda s: bar.write(s, file=sys.stderr))
     wall = time.monotonic() - t0
     out = Counter(r["outcome"] for r in results)
     print(f"{len(results)} cases, seed {a.seed}, {a.jobs} jobs, {wall:.0f} s wall")

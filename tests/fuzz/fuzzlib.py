@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -1128,8 +1128,10 @@ def make_cases(n: int, seed: int = 0) -> list[dict]:
 
 def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
               case_timeout: float = 20.0, startup: float = 600.0,
-              log: Callable[[str], None] | None = None) -> list[dict]:
-    """Run cases in child processes; returns one result per case (in case order)."""
+              log: Callable[[str], None] | None = None,
+              done: Callable[[int], None] | None = None) -> list[dict]:
+    """Run cases in child processes; returns one result per case (in case order).
+    `done(n)` is called as each batch of n cases finishes (a progress bar's update)."""
     batches = [cases[i:i + batch] for i in range(0, len(cases), batch)]
     results: dict[int, dict] = {}
 
@@ -1161,9 +1163,12 @@ def run_cases(cases: list[dict], *, jobs: int = 2, batch: int = 60,
         return [got[c["id"]] for c in b]
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        for res in ex.map(one, batches):
+        for fut in as_completed([ex.submit(one, b) for b in batches]):
+            res = fut.result()
             for r in res:
                 results[r["id"]] = r
+            if done:
+                done(len(res))
     return [results[c["id"]] for c in cases]
 
 

@@ -37,7 +37,10 @@ def test_harness_names_the_case_that_crashes_or_hangs(monkeypatch):
     monkeypatch.setenv("UVMSIM_FUZZ_SELFTEST", "segv=1,hang=3")
     cases = [dict(id=i, mut="bytes_magic", base="small", layout="zstd", seed=i, mode="load")
              for i in range(5)]
-    res = fuzzlib.run_cases(cases, jobs=1, batch=5, case_timeout=2.0, startup=2.0)
+    done = []
+    res = fuzzlib.run_cases(cases, jobs=1, batch=3, case_timeout=2.0, startup=2.0,
+                            done=done.append)
     assert [r["outcome"] for r in res] == ["rejected", "signal:SIGSEGV", "rejected", "hang",
                                            "rejected"]
+    assert sorted(done) == [2, 3]  # progress: each batch's cases once, crashed ones included
     assert fuzzlib.is_failure("signal:SIGSEGV") and fuzzlib.is_failure("hang")
