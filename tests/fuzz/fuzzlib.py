@@ -393,21 +393,20 @@ def _(c): _set(c, "events", "alloc_id", c.rng.choice([77, 2**32 - 1]),
                lambda x: x["op"] in ("alloc", "free"))
 
 
-@mutation("event_double_alloc", "table", "reject", "allocated by exactly one alloc event")
-def _(c):
+def _repeat_later(c, op: str) -> None:
+    """Copy an event of `op` to a random later place in the program order."""
     ev = c.tabs["events"]
-    r = _pick(c, "events", lambda x: x["op"] == "alloc")
-    row = ev.rows()[r]
-    ev.insert_row(c.rng.randrange(r + 1, ev.n + 1), row)
+    r = _pick(c, "events", lambda x: x["op"] == op)
+    ev.insert_row(c.rng.randrange(r + 1, ev.n + 1), ev.rows()[r])
     _renumber(c)
+
+
+@mutation("event_double_alloc", "table", "reject", "allocated by exactly one alloc event")
+def _(c): _repeat_later(c, "alloc")
 
 
 @mutation("event_free_twice", "table", "reject", "freed by at most one free event")
-def _(c):
-    ev = c.tabs["events"]
-    r = _pick(c, "events", lambda x: x["op"] == "free")
-    ev.insert_row(c.rng.randrange(r + 1, ev.n + 1), ev.rows()[r])
-    _renumber(c)
+def _(c): _repeat_later(c, "free")
 
 
 @mutation("event_free_before_alloc", "table", "reject", "allocated before any use")
@@ -442,11 +441,7 @@ def _(c): _set(c, "events", "kernel_id", c.rng.choice([55, 2**32 - 1]),
 
 
 @mutation("event_kernel_twice", "table", "reject", "every kernel row appears in one event")
-def _(c):
-    ev = c.tabs["events"]
-    r = _pick(c, "events", lambda x: x["op"] == "kernel")
-    ev.insert_row(c.rng.randrange(r + 1, ev.n + 1), ev.rows()[r])
-    _renumber(c)
+def _(c): _repeat_later(c, "kernel")
 
 
 @mutation("event_kernel_dropped", "table", "reject", "every kernel row appears in one event")
