@@ -105,15 +105,13 @@ def write(path: Path, layout: dict) -> Path:
 CHILD = r"""
 import json, os, sys, time
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = [sys.argv[2], os.path.join(sys.argv[2], "benchmarks")]
 from uvmsim import load_trace
-def status(key):  # bytes
-    with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
+from _measure import reset_peak, status_kib
 load_trace(sys.argv[3])  # warm: compiled passes from the cache, files in the page cache
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # Linux: the peak (VmHWM) restarts here, after the warm-up's compile
-base = status("VmRSS")
+if not reset_peak():  # the peak (VmHWM) restarts here, after the warm-up's compile
+    sys.exit("needs Linux /proc/self/clear_refs to reset the peak RSS")
+base = status_kib("VmRSS") * 1024
 best = tr = None
 for _ in range(int(sys.argv[4])):
     tr = None  # one trace in memory at a time
@@ -123,7 +121,7 @@ for _ in range(int(sys.argv[4])):
     best = dt if best is None else min(best, dt)
 mem = sum(a.nbytes for a in tr.arrays)
 print(json.dumps(dict(load_s=best, rows=tr.n_accesses, array_bytes=mem,
-                      peak_growth=status("VmHWM") - base)))
+                      peak_growth=status_kib("VmHWM") * 1024 - base)))
 """
 
 
