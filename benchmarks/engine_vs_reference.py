@@ -1,6 +1,6 @@
 """Engine vs reference model: the same trace through both, identical results, wall times.
 
-    PYTHONPATH=. python benchmarks/engine_vs_reference.py [--layers 4] [--steps 1] [--translation]
+    PYTHONPATH=src python benchmarks/engine_vs_reference.py [--layers 4] [--steps 1] [--translation]
 
 Prints a Markdown table row per configuration (append it to docs/performance.md).
 """

@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 N_ALLOC, ALLOC_BYTES, N_KERNELS, ROWS_PER_KERNEL = 8, 256 << 20, 200, 102_400
 LAYOUTS = {
@@ -105,7 +106,7 @@ def write(path: Path, layout: dict) -> Path:
 CHILD = r"""
 import json, os, sys, time
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-sys.path[:0] = [sys.argv[2], os.path.join(sys.argv[2], "benchmarks")]
+sys.path[:0] = [os.path.join(sys.argv[2], "src"), os.path.join(sys.argv[2], "benchmarks")]
 from uvmsim import load_trace
 from _measure import reset_peak, status_kib
 load_trace(sys.argv[3])  # warm: compiled passes from the cache, files in the page cache

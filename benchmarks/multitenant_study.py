@@ -1,8 +1,8 @@
 """The multi-tenant study (docs/study-multitenant.md): every registered component on mixes of
 2, 4 and 8 real traces, the CSV the doc's numbers come from, and its plots.
 
-    PYTHONPATH=. python benchmarks/multitenant_study.py            # run, plot, report
-    PYTHONPATH=. python benchmarks/multitenant_study.py run|plot|report
+    PYTHONPATH=src python benchmarks/multitenant_study.py            # run, plot, report
+    PYTHONPATH=src python benchmarks/multitenant_study.py run|plot|report
 
 `run` replays two studies and writes benchmarks/multitenant/results/multitenant.csv, one row
 per tenant of each replay:

@@ -1,7 +1,7 @@
 """Access rows per second of every built-in policy on one trace (compile excluded).
 
-    PYTHONPATH=. python benchmarks/policy_throughput.py [--steps N] [--oversub F]
-    PYTHONPATH=. python benchmarks/policy_throughput.py --fault-heavy --oversub 3
+    PYTHONPATH=src python benchmarks/policy_throughput.py [--steps N] [--oversub F]
+    PYTHONPATH=src python benchmarks/policy_throughput.py --fault-heavy --oversub 3
 
 Each prefetch policy runs with lru2m and each eviction policy with density; the ratio column is
 the policy's rate over density+lru2m's (goal: each within 2x, or the reason written down in

@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 TRACES = {
     # 16 layers x (64 MiB weights + 128 MiB activations), 6 steps: 20.4 M rows, 4 GiB
@@ -81,7 +82,7 @@ def ensure_trace(kind: str) -> Path:
 
 
 def measure(trace: Path, *, cold: bool, **kw) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
     if cold:
         env["UVMSIM_CACHE_DIR"] = tempfile.mkdtemp(prefix="uvmsim-cold-")
     cmd = [sys.executable, str(HERE / "_measure.py"), str(trace), "--one-core"]

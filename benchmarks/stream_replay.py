@@ -24,12 +24,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
 CHILD = r"""
 import json, os, sys, time
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.join(sys.argv[2], "src"))
 import uvmsim
 from uvmsim import load_trace
 

@@ -1,7 +1,7 @@
 """A sweep's wall time on an empty engine cache, with and without its first wave.
 
-    PYTHONPATH=. python benchmarks/sweep_cold.py waves      # as uvmsim.sweep runs it
-    PYTHONPATH=. python benchmarks/sweep_cold.py nowaves    # every cell submitted at once
+    PYTHONPATH=src python benchmarks/sweep_cold.py waves      # as uvmsim.sweep runs it
+    PYTHONPATH=src python benchmarks/sweep_cold.py nowaves    # every cell submitted at once
 
 4 prefetch policies x 3 factors (12 cells, 4 engines) of a small synthetic training trace
 on a pool of 2 processes, each run with a new, empty engine cache, so the time is mostly

@@ -1,9 +1,9 @@
 """Write your own eviction and prefetch policies, register them, and replay with them.
 
-Run:  PYTHONPATH=. python examples/custom_policy.py
+Run:  PYTHONPATH=src python examples/custom_policy.py
 CLI:  uvmsim replay T.uvmtrace --evict examples.custom_policy:MRU2M   (from the repo root)
 
-A policy is a few Numba functions with fixed signatures (uvmsim/policies/base.py,
+A policy is a few Numba functions with fixed signatures (src/uvmsim/policies/base.py,
 docs/policies.md) over the engine state S (read-only: S.pstate, S.bres, S.chunk_block, ...)
 and the trace T (T.row_page, T.page_block, T.row_count, ...), plus an `init(ctx)` that returns
 the policy's own state as a tuple of NumPy arrays. The engine compiles the hooks inline, so a

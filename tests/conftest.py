@@ -3,8 +3,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# the package lives in src/ (a src layout: a folder named like the package above the clone
+# cannot shadow it); the tests import it from there even without an install
+for _p in (str(ROOT), str(ROOT / "src")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

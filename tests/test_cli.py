@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args, check=False):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     env.pop("UVMSIM_DEBUG", None)
     p = subprocess.run([sys.executable, "-m", "uvmsim", *map(str, args)], capture_output=True,
                        text=True, env=env, timeout=600)

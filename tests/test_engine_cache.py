@@ -25,7 +25,7 @@ print(json.dumps({"file": uvmsim.__file__, "transfer_ns": float(r.kernels["trans
 
 def _copy_package(tmp_path: Path) -> Path:
     dst = tmp_path / "src"
-    shutil.copytree(ROOT / "uvmsim", dst / "uvmsim",
+    shutil.copytree(ROOT / "src" / "uvmsim", dst / "uvmsim",
                     ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     return dst
 

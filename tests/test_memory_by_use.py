@@ -1,5 +1,5 @@
 """Memory grows with the 2 MiB blocks a trace touches, not with reserved bytes: the loader
-numbers only touched blocks (uvmsim/trace/io.py) and the engine's state follows it."""
+numbers only touched blocks (src/uvmsim/trace/io.py) and the engine's state follows it."""
 from __future__ import annotations
 
 import json

@@ -500,10 +500,10 @@ def test_component_files_shown_in_the_docs_match_the_source():
     import re
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
-    blocks = re.findall(r"```python\n# (uvmsim/components/\S+\.py)\n(.*?)```",
+    blocks = re.findall(r"```python\n# (src/uvmsim/components/\S+\.py)\n(.*?)```",
                         (root / "docs/policies.md").read_text(), re.S)
-    assert {p for p, _ in blocks} >= {"uvmsim/components/memory/partitioned.py",
-                                      "uvmsim/components/sched/mfit.py"}
+    assert {p for p, _ in blocks} >= {"src/uvmsim/components/memory/partitioned.py",
+                                      "src/uvmsim/components/sched/mfit.py"}
     for path, body in blocks:
         src = iter((root / path).read_text().splitlines())
         for line in filter(str.strip, body.splitlines()):

@@ -42,7 +42,7 @@ def test_study_notebook_runs_on_the_small_traces(monkeypatch, tmp_path):
         assert len(ns["fig"].axes) >= 2
         return
     node = nbformat.reads(NB.read_text(), as_version=4)
-    env_path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env_path = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", env_path)
     nbclient.NotebookClient(node, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT)}}).execute()

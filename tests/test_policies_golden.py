@@ -3,7 +3,7 @@
 Modelled on libCacheSim's per-policy golden tests: any change to a policy, the engine or a
 trace shows up here. The goldens live in tests/data/policy_goldens.json with each trace's
 fingerprint; after an intended change (or a re-captured trace) regenerate them with
-`PYTHONPATH=. python tests/test_policies_golden.py` and review the diff.
+`PYTHONPATH=src python tests/test_policies_golden.py` and review the diff.
 """
 from __future__ import annotations
 

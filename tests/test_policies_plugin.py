@@ -90,11 +90,11 @@ def test_user_policy_runs_at_engine_speed():
 
 
 def test_user_policy_through_the_cli(tmp_path):
-    if not (ROOT / "uvmsim" / "cli.py").exists():
-        pytest.skip("uvmsim/cli.py not written yet")
+    if not (ROOT / "src" / "uvmsim" / "cli.py").exists():
+        pytest.skip("src/uvmsim/cli.py not written yet")
     path = synth.write("training", tmp_path / "t.uvmtrace", layers=3, weight_bytes=2 << 20,
                        activation_bytes=6 << 20, steps=2)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]))
     out = subprocess.run([sys.executable, "-m", "uvmsim.cli", "replay", str(path), "--oversub",
                           "2", "--evict", "test_policies_plugin:FEWEST", "--json"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
@@ -126,7 +126,7 @@ def test_notebook_style_policy_defined_in_main():
         "a = uvmsim.simulate(t, oversub=1.5, evict='nb_mru').summary['faults']\n"
         "b = uvmsim.simulate(t, oversub=1.5).summary['faults']\n"
         "print(a, b)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=600)
     assert out.returncode == 0, out.stderr

@@ -1,4 +1,4 @@
-"""A streamed trace (load_trace(stream=True), uvmsim/stream.py) replays with the counts of
+"""A streamed trace (load_trace(stream=True), src/uvmsim/stream.py) replays with the counts of
 the in-memory replay, while holding about one batch of rows."""
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def test_serial_and_process_pool_agree(trace):
 
 def test_each_engine_runs_its_first_cell_in_a_first_wave():
     """The pool runs one cell per compiled engine (prefetch, evict, translation on or off)
-    before all others, so no two workers compile the same engine (uvmsim/sweep.py)."""
+    before all others, so no two workers compile the same engine (src/uvmsim/sweep.py)."""
     from uvmsim.sweep import waves
     tasks = [{"id": i, "point": {"oversub": f, "prefetch": pf, "evict": "lru2m"},
               "common": {"translation": tr}}
@@ -207,7 +207,7 @@ def test_cli_sweep_of_several_traces_and_models_resumes(tmp_path):
     args = [sys.executable, "-m", "uvmsim", "sweep", str(a), str(b), "--oversub", "1,2",
             "--prefetch", "none", "--models", "contract,h200", "--dataset", str(tmp_path / "ds"),
             "--executor", "serial", "--no-progress", "-o", str(tmp_path / "t.csv")]
-    env = {**__import__("os").environ, "PYTHONPATH": str(root)}
+    env = {**__import__("os").environ, "PYTHONPATH": str(root / "src")}
     first = subprocess.run(args, capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     assert "8 cells computed, 0 reused" in first.stdout

@@ -30,6 +30,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+# children (`python -m uvmsim.record`) import the package from src/
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "src")] + [x for x in [os.environ.get("PYTHONPATH")] if x])
 REPS = 2
 
 
@@ -113,7 +116,7 @@ def main(argv=None) -> int:
     if args.cmd == "device":
         return device(Path(args.out))
     sys.path.insert(0, str(HERE))
-    sys.path.insert(1, str(REPO))
+    sys.path.insert(1, str(REPO / "src"))
     return analyze(Path(args.results))
 
 

@@ -21,7 +21,7 @@
 set -u
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 STEPS=",${STEPS:-trace,real},"
 S=benchmarks/study
 left() { echo $(( ${BUDGET_S:-570} - ($(date +%s) - T0) )); }

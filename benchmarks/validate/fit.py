@@ -26,6 +26,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE.parents[1] / "src"))
 
 from uvmsim import simulate  # noqa: E402
 from uvmsim.config import get_model, model_from_constants  # noqa: E402

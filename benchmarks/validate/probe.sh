@@ -5,7 +5,7 @@
 # pluggable allocator), under `uvmsim record` and under the balloon. Logs go to $OUT.
 set -u
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD/src
 P=/tmp/probe; rm -rf $P; mkdir -p $P
 B=native_trace/build; W=benchmarks/validate/build/uvm_workloads; T=benchmarks/validate/torch_models.py
 M=$PWD/$B/libuvmmanaged.so

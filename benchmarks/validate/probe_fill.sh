@@ -5,7 +5,7 @@
 # benchmarks/validate/um_blocks.py summarises each run into $OUT/summary.jsonl.
 set -u
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
 OUT=${OUT:-benchmarks/out/fill_probe}
 mkdir -p "$OUT"
 SMCC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)

@@ -12,7 +12,7 @@
 # tarball of the runs and one of the traces go there.
 set -u
 cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 B=native_trace/build
 SMCC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 if [ ! -f $B/libuvmtrace.so ] || [ ! -f $B/libuvmmanaged.so ]; then

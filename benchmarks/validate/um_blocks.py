@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from uvmsim.groundtruth import DTOH, GPU_FAULT, HTOD, summarize_raw  # noqa: E402
 

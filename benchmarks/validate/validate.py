@@ -40,6 +40,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "src"))
+# children (`python -m uvmsim.record`) import the package from src/ too
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "src")] + [x for x in [os.environ.get("PYTHONPATH")] if x])
 
 RESULTS = HERE / "results"
 TRACES = HERE / "traces"

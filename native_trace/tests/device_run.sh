@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 B=native_trace/build
 for step in "$@"; do
   echo "=== $step $(date +%T)" | tee -a "$OUT/steps.log"

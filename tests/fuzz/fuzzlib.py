@@ -1175,7 +1175,7 @@ def _child(batch: list[dict], startup: float, case_timeout: float
     # the parent owns the child's work folder: a child killed for a signal or a hang
     # cannot remove its own
     with tempfile.TemporaryDirectory(prefix="uvmfuzz-") as work:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(HERE)]),
                    NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", UVMSIM_FUZZ_WORK=work)
         return _watch(batch, startup, case_timeout, env)
 

@@ -1,6 +1,6 @@
 """The trace arrays a replay runs on, checked once before compiled code indexes with them.
 
-The loader numbers only the 2 MiB blocks a trace touches (uvmsim/trace/io.py,
+The loader numbers only the 2 MiB blocks a trace touches (src/uvmsim/trace/io.py,
 `_dense_maps`), so engine state sized by the trace's pages and blocks grows with the memory
 a program uses, not with what it reserves. The arrays are checked here anyway: `Trace` is
 public and a bad index in compiled code is a segfault, not an error.

@@ -1,6 +1,6 @@
 """The reference model: the GPU, the UVM driver and the link as a SimPy simulation.
 
-Written to be read beside uvmsim/engine/replay_template.py: every step function below has
+Written to be read beside src/uvmsim/engine/replay_template.py: every step function below has
 the engine's name and does the engine's work, on the same EngineState arrays (S) and trace
 arrays (T), calling the same policy hooks. What the engine computes in closed form (when a
 walker frees, how long a batch waits for the driver) happens here as SimPy processes

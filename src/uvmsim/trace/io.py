@@ -527,7 +527,7 @@ class _RowPlan:
 
 
 def _resolve_all(plan: _RowPlan, batches: Iterator[pa.RecordBatch], keep: bool = True):
-    """Validate every access row (uvmsim/trace/_resolve.py). Returns the RowState and the
+    """Validate every access row (src/uvmsim/trace/_resolve.py). Returns the RowState and the
     rows as slot pages, in arrays sized by the footer's row count and cut to the rows kept;
     with keep=False, only the state (the arrays are empty): memory then grows with one
     batch and the touched blocks, not with the rows."""
@@ -829,7 +829,7 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
 
     With `stream=True` every row is checked but none is kept: the Trace holds the small
     tables, the touched blocks and each kernel's row offsets, and `simulate` reads the rows
-    again from the file kernel by kernel (uvmsim/stream.py), so a trace whose rows do not
+    again from the file kernel by kernel (src/uvmsim/stream.py), so a trace whose rows do not
     fit in memory still replays, with the same counts. `batch_rows` is the rows decoded at
     a time (with stream=True, about the rows held in memory, plus one kernel's).
     """

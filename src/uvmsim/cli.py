@@ -518,7 +518,7 @@ COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `uvmsim` script; returns the exit status (uvmsim/errors.py:run_command)."""
+    """Entry point of the `uvmsim` script; returns the exit status (src/uvmsim/errors.py:run_command)."""
     a = build_parser().parse_args(argv)
     return run_command(a.command, lambda: COMMANDS[a.command](a))
 

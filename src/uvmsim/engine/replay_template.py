@@ -621,7 +621,7 @@ def replay(pst, est, S, T, batch_size):
 def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
     """Replay events e0..e1-1; `tick` is the row count of the kernels before e0. Every state
     lives in S and the policies' tuples, so consecutive spans replay like one `replay` (a
-    streamed trace is replayed span by span, uvmsim/stream.py)."""
+    streamed trace is replayed span by span, src/uvmsim/stream.py)."""
     n_k = T.k_row_start.size - 1
     outside = n_k
     for e in range(e0, e1):

@@ -853,7 +853,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run ``uvmsim record`` from parsed arguments; returns the exit status to use. Errors
-    raise RecordError (a UserError: one line and status 2 through uvmsim/errors.py:run_command)."""
+    raise RecordError (a UserError: one line and status 2 through src/uvmsim/errors.py:run_command)."""
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

@@ -368,7 +368,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 def run_from_args(a: argparse.Namespace) -> int:
     """``uvmsim run`` from parsed arguments; returns the program's exit status (124 when the
     run was censored). A refused or impossible run raises RunError or RecordError, which the
-    CLI prints as one line with exit status 2 (uvmsim/errors.py:run_command)."""
+    CLI prints as one line with exit status 2 (src/uvmsim/errors.py:run_command)."""
     cmd = list(a.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

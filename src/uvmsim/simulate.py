@@ -240,7 +240,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     T = engine_arrays(trace)
     streamed = trace.rows is not None
     lazy = None
-    if streamed:  # row arrays the replay fills as it reads the file (uvmsim/stream.py)
+    if streamed:  # row arrays the replay fills as it reads the file (src/uvmsim/stream.py)
         T, lazy = stream.stream_arrays(trace, T)
     check_model_trace(m, T)
     pf_params = resolve_params(pf.params, prefetch_params, pf.name)
