@@ -46,7 +46,7 @@ __all__ = ["REC_DTYPE", "LaunchMismatchError", "RawPass", "RecordError", "build_
            "run_from_args"]
 
 COLLECTOR_VERSION = "0.1.0"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # src/uvmsim/record.py -> the clone
 NATIVE_DIR = REPO_ROOT / "native_trace"
 DEFAULT_BUILD_DIR = NATIVE_DIR / "build"
 LIB_NAME = "libuvmtrace.so"
