@@ -40,8 +40,7 @@ def test_each_engine_runs_its_first_cell_in_a_first_wave():
     """The pool runs one cell per compiled engine (prefetch, evict, translation on or off)
     before all others, so no two workers compile the same engine (src/uvmsim/sweep.py)."""
     from uvmsim.sweep import waves
-    tasks = [{"id": i, "point": {"oversub": f, "prefetch": pf, "evict": "lru2m"},
-              "common": {"translation": tr}}
+    tasks = [{"id": i, "scenario": uvmsim.Scenario(oversub=f, prefetch=pf, translation=tr)}
              for i, (tr, pf, f) in enumerate((tr, pf, f) for tr in (None, True)
                                              for pf in ("density", "none") for f in (1, 2, 3))]
     first, rest = waves(tasks)

@@ -132,7 +132,7 @@ def test_manifest_version_types(tmp_path, manifest_patch, match):
 
 
 def test_multi_tenant_merge_mixes_sliced_and_plain():
-    from uvmsim.multi import merge_traces
+    from uvmsim.replay import merge_traces
     b = TraceBuilder()
     x = b.alloc(4 * MiB)
     b.kernel("k", reads=b.pages(x, 0, 3))

@@ -8,153 +8,113 @@ and exits with status 1; nothing prints a traceback unless UVMSIM_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from .argtypes import (floats, kv, names, nonnegative_float, parse_bytes, positive_float,
+                       positive_int, switch, whole)
 from .errors import UserError, run_command
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
-          "tb": 10**12, "tib": 1 << 40}
+#: how each kind of setting (uvmsim.config.setting) is read from the command line
+_SETTING_KINDS: dict[str, dict[str, Any]] = {
+    "bool": {"action": argparse.BooleanOptionalAction},
+    "name": {"metavar": "NAME"},
+    "choice": {},
+    "int": {"type": whole},
+    "int+": {"type": positive_int},
+    "float+": {"type": positive_float},
+    "float0+": {"type": nonnegative_float},
+    "bytes": {"type": parse_bytes},
+    "params": {"action": "append", "metavar": "NAME=VALUE"},
+    "switch": {"action": "append", "nargs": "?", "const": "on", "metavar": "NAME=VALUE"},
+}
+#: the settings that are the axes of `uvmsim sweep`'s grid (lists there), or that it has
+#: no use for (a sweep gives capacity as factors)
+_SWEEP_OWN = ("model", "oversub", "capacity_bytes", "capacity_chunks", "prefetch", "evict")
 
 
-def parse_bytes(text: str) -> int:
-    """'8GiB', '512M', '1e9' -> bytes."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a byte size: {text!r} (e.g. 8GiB, 512MiB, 1e9)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+def setting_fields(*, tenants: bool) -> list[dataclasses.Field]:
+    """The fields that are command-line settings, in the order of their flags: the
+    Scenario's (its tenant components only with `tenants`), then the Model's that a
+    scenario's options override."""
+    from .config import OPTION_NAMES, Model
+    from .scenario import Scenario
+    out = [f for f in dataclasses.fields(Scenario) if "flag" in f.metadata["cli"]
+           and (tenants or not f.metadata["cli"].get("tenants"))]
+    return out + [f for f in dataclasses.fields(Model)
+                  if f.name in OPTION_NAMES and "flag" in f.metadata["cli"]]
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
+def _add_settings(p: argparse.ArgumentParser, *, tenants: bool,
+                  skip: Sequence[str] = ()) -> None:
+    """--scenario and one flag per setting (uvmsim.config.setting), none with a default of
+    its own: what is not given keeps the scenario's value (`_scenario`)."""
+    from .config import OPTION_NAMES
+    p.add_argument("--scenario", metavar="FILE",
+                   help="start from the Scenario in this JSON file (uvmsim.Scenario.to_json; "
+                        "inline JSON works too); the flags below change it")
+    opts = p.add_argument_group("model settings (default: the model's; docs/model.md, "
+                                "docs/policies.md)")
+    given = [f for f in setting_fields(tenants=tenants) if f.name not in skip]
+    p.set_defaults(_settings=tuple(f.name for f in given))
+    for f in given:
+        m = f.metadata["cli"]
+        kw = dict(_SETTING_KINDS[m["kind"]], dest=f.name, default=argparse.SUPPRESS,
+                  help=m["help"])
+        if "choices" in m:
+            kw["choices"] = list(m["choices"]() if callable(m["choices"]) else m["choices"])
+        if "metavar" in m:
+            kw["metavar"] = m["metavar"]
+        (opts if f.name in OPTION_NAMES else p).add_argument(m["flag"], **kw)
 
 
-def _names(text: str) -> list[str]:
-    vals = [x.strip() for x in text.split(",") if x.strip()]
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
-
-
-def _kv(items: Sequence[str] | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for it in items or ():
-        k, sep, v = it.partition("=")
-        if not sep or not k:
-            raise UserError(f"parameter {it!r} is not NAME=VALUE")
-        try:
-            out[k.strip()] = float(v)
-        except ValueError:
-            raise UserError(f"parameter {it!r}: value is not a number")
+def _settings(a: argparse.Namespace) -> dict[str, Any]:
+    """The settings given on the command line, as Scenario.replace takes them (only the
+    command's own: `_add_settings` names them)."""
+    out: dict[str, Any] = {}
+    for f in setting_fields(tenants=True):
+        if f.name not in a._settings or not hasattr(a, f.name):
+            continue
+        v = getattr(a, f.name)
+        kind = f.metadata["cli"]["kind"]
+        out[f.name] = kv(v) if kind == "params" else switch(v) if kind == "switch" else v
     return out
 
 
-def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
-    from .config import DEFAULT_MODEL, MODELS
-    if lists:
-        p.add_argument("--prefetch", type=_names, default=["none", "64k", "2m", "density"],
-                       help="comma-separated prefetch policies (default: none,64k,2m,density)")
-        p.add_argument("--evict", type=_names, default=["lru2m"],
-                       help="comma-separated eviction policies (default: lru2m)")
-    else:
-        p.add_argument("--prefetch", default="density",
-                       help="prefetch policy: a name (see `uvmsim policies`) or "
-                            "package.module:object (default: density)")
-        p.add_argument("--evict", default="lru2m",
-                       help="eviction policy: a name or package.module:object (default: lru2m)")
-    p.add_argument("--prefetch-param", action="append", metavar="NAME=VALUE",
-                   help="prefetch policy parameter, e.g. threshold=60 (repeatable)")
-    p.add_argument("--evict-param", action="append", metavar="NAME=VALUE",
-                   help="eviction policy parameter (repeatable)")
-    p.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
-                   help=f"model preset: its options, batch size and hardware (default: "
-                        f"{DEFAULT_MODEL}, the spec's counts; see `uvmsim models`); the "
-                        "options below override it")
-    p.add_argument("--hardware",
-                   help="hardware preset for the time layer (default: the model's; see "
-                        "`uvmsim hardware`)")
-    p.add_argument("--fault-batch-size", type=_positive_int,
-                   help="faults per batch (default: the model's; 256, the driver's, in both "
-                        "presets)")
+def _read_json(spec: str, what: str) -> Any:
+    """JSON from a file, or inline when `spec` starts with { or [."""
+    text = spec if spec.lstrip()[:1] in ("{", "[") else None
+    if text is None:
+        try:
+            text = Path(spec).read_text()
+        except OSError as e:
+            raise UserError(f"{what} {spec}: {e.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{what} {spec}: not JSON ({e})") from None
+
+
+def _scenario(a: argparse.Namespace) -> Any:
+    """The Scenario of a command: --scenario's (default: every default), changed by the
+    settings given."""
+    from .scenario import Scenario, as_scenario
+    base = Scenario.from_dict(_read_json(a.scenario, "--scenario")) if a.scenario else None
+    return as_scenario(base, _settings(a))
+
+
+def _add_trace_args(p: argparse.ArgumentParser, *, stream: bool = True) -> None:
     p.add_argument("--drop-out-of-range", action="store_true",
                    help="drop (and count) access rows outside live allocations instead of "
                         "rejecting the trace")
-    g = p.add_argument_group("optional mechanisms (off by default; docs/policies.md, "
-                             "docs/model.md)")
-    g.add_argument("--translation", action="append", nargs="?", const="on",
-                   metavar="NAME=VALUE",
-                   help="model the TLB and page-table walkers; bare for the defaults, or "
-                        "NAME=VALUE of uvmsim.Translation (tlb_entries, page_size, walkers, "
-                        "walk_ns, ways), repeatable")
-    g.add_argument("--thrashing", action="append", nargs="?", const="on", metavar="NAME=VALUE",
-                   help="the driver's thrashing detection (throttle, pin); bare for its "
-                        "defaults, or NAME=VALUE (threshold, pin_threshold, lapse_us, nap_us, "
-                        "pin_us, epoch_us), repeatable")
-    g.add_argument("--slices", action=argparse.BooleanOptionalAction, default=None,
-                   help="replay kernels in their v1.1 time-slice passes (re-faults within "
-                        "a kernel)")
-    g.add_argument("--host-access", action=argparse.BooleanOptionalAction, default=None,
-                   help="apply the trace's v1.1 host_access events (CPU touches)")
-    g.add_argument("--small-blocks", action=argparse.BooleanOptionalAction, default=None,
-                   help="charge a VA block smaller than 2 MiB only its own pages of GPU "
-                        "memory (the driver's 64 KiB/4 KiB chunks)")
-    g.add_argument("--remote", choices=["driver", "uvmsmart"],
-                   help="remote mapping with access-counter delayed migration")
-    g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
-    g.add_argument("--advise", action="store_const", const=True, default=None,
-                   help="apply the trace's cudaMemAdvise events")
-
-
-def _options(values: Sequence[str] | None) -> Any:
-    """Repeatable `--flag [NAME=VALUE]` -> None (absent), True (bare) or a dict."""
-    if not values:
-        return None
-    items = [v for v in values if v != "on"]
-    return _kv(items) if items else True
-
-
-def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
-    tr = _options(a.translation)
-    if isinstance(tr, dict):
-        tr = {k: (int(v) if k != "walk_ns" else v) for k, v in tr.items()}
-    kw: dict[str, Any] = {"model": a.model, "hardware": a.hardware,
-                          "fault_batch_size": a.fault_batch_size, "translation": tr or None,
-                          "thrashing": _options(a.thrashing), "remote": a.remote,
-                          "advise": a.advise, "slices": a.slices,
-                          "host_access": a.host_access, "small_blocks": a.small_blocks}
-    if a.access_counter_threshold is not None:
-        kw["access_counter_threshold"] = a.access_counter_threshold
-    return kw
+    if stream:
+        p.add_argument("--stream", action="store_true",
+                       help="keep the access rows on disk: read them again kernel by kernel "
+                            "while replaying (same counts; for traces larger than memory; "
+                            "docs/performance.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,31 +125,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("replay", help="replay one trace under one configuration")
+    p = sub.add_parser("replay", help="replay one trace under one scenario")
     p.add_argument("trace", help="a .uvmtrace directory")
-    cap = p.add_mutually_exclusive_group()
-    cap.add_argument("--oversub", type=_positive_float, metavar="F",
-                     help="oversubscription factor: capacity = floor(peak_blocks / F) chunks")
-    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES",
-                     help="GPU memory for managed data, e.g. 8GiB")
-    _add_model_args(p, lists=False)
+    _add_settings(p, tenants=False)
+    _add_trace_args(p)
     p.add_argument("--json", action="store_true",
                    help="print the summary as one JSON object on stdout, nothing else")
     p.add_argument("--kernels-out", metavar="FILE",
                    help="also write the per-kernel table (.parquet or .csv)")
-    p.add_argument("--stream", action="store_true",
-                   help="keep the access rows on disk: read them again kernel by kernel "
-                        "while replaying (same counts; for traces larger than memory; "
-                        "docs/performance.md)")
 
-    p = sub.add_parser("sweep", help="replay traces over models, policies and factors; "
-                                     "table, resumable Parquet dataset, plot")
+    p = sub.add_parser("sweep", help="replay traces over scenarios (a grid of models, "
+                                     "policies and factors, or a file of scenarios); table, "
+                                     "resumable Parquet dataset, plot")
     p.add_argument("trace", nargs="+", help="one or more .uvmtrace directories")
-    p.add_argument("--oversub", type=_floats, default=[1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
+    p.add_argument("--scenarios", metavar="FILE",
+                   help="sweep these scenarios (a JSON list of uvmsim.Scenario.to_dict; "
+                        "inline JSON works too) instead of the grid below; the other "
+                        "settings change every one")
+    p.add_argument("--oversub", type=floats, default=argparse.SUPPRESS,
                    help="comma-separated factors (default: 1,1.25,1.5,2,2.5,3)")
-    _add_model_args(p, lists=True)
-    p.add_argument("--models", type=_names, metavar="A,B",
-                   help="comma-separated model presets, a sweep dimension (overrides --model)")
+    p.add_argument("--prefetch", type=names, default=argparse.SUPPRESS,
+                   help="comma-separated prefetch policies (default: none,64k,2m,density)")
+    p.add_argument("--evict", type=names, default=argparse.SUPPRESS,
+                   help="comma-separated eviction policies (default: lru2m)")
+    p.add_argument("--model", "--models", dest="models", type=names, metavar="A,B",
+                   default=argparse.SUPPRESS,
+                   help="comma-separated model presets (default: contract; see `uvmsim "
+                        "models`)")
+    _add_settings(p, tenants=False, skip=_SWEEP_OWN)
+    _add_trace_args(p, stream=False)
     p.add_argument("--dataset", metavar="DIR",
                    help="write each finished cell to DIR/cell-<id>.parquet as it finishes; "
                         "cells already there are read back, not replayed (resume)")
@@ -198,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "iter_* columns for the kernels after its last occurrence")
     p.add_argument("-o", "--out", metavar="FILE", help="write the table (.parquet or .csv)")
     p.add_argument("--plot", metavar="PNG", help="write a plot of the sweep")
-    p.add_argument("--jobs", type=_positive_int, help="worker processes (default: CPUs)")
+    p.add_argument("--jobs", type=positive_int, help="worker processes (default: CPUs)")
     p.add_argument("--executor", "--backend", dest="executor",
                    choices=["process", "dask", "serial"], default="process",
                    help="where cells run: a local process pool (default), a dask cluster "
@@ -212,21 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("multi", help="replay traces as tenants sharing one GPU; per-tenant "
                                      "slowdown and system STP/ANTT/fairness")
     p.add_argument("traces", nargs="+", help=".uvmtrace directories, one per tenant")
-    cap = p.add_mutually_exclusive_group()
-    cap.add_argument("--oversub", type=_positive_float, metavar="F",
-                     help="oversubscription factor over the sum of the tenants' peak blocks")
-    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES",
-                     help="GPU memory for managed data, e.g. 8GiB")
-    _add_model_args(p, lists=False)
-    p.add_argument("--walkers", default="shared",
-                   help="page-table walker component: shared, partitioned, dws or "
-                        "package.module:object (default: shared; needs --translation)")
-    p.add_argument("--scheduler", default="interleave",
-                   help="kernel scheduling among tenants: interleave, mfit, amfit, madvise or "
-                        "package.module:object (default: interleave)")
-    p.add_argument("--memory", default="shared",
-                   help="how tenants share the GPU's chunks: shared, partitioned, fair or "
-                        "package.module:object (default: shared)")
+    _add_settings(p, tenants=True)
+    _add_trace_args(p, stream=False)
     p.add_argument("--json", action="store_true",
                    help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
     p.add_argument("-o", "--out", metavar="FILE", help="write the tenant table (.parquet or .csv)")
@@ -243,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--footprint", type=parse_bytes, metavar="BYTES",
                    help="buffer size (sequential, strided, random, zipf)")
-    p.add_argument("--kernels", type=_positive_int, help="kernel count (not training)")
+    p.add_argument("--kernels", type=positive_int, help="kernel count (not training)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="any other generator argument (see uvmsim.trace.synth), repeatable")
     p.add_argument("--overwrite", action="store_true")
@@ -296,10 +247,9 @@ def _write_table(df, path: str) -> None:
 def cmd_replay(a: argparse.Namespace) -> int:
     from .simulate import simulate
     from .trace import load_trace
+    sc = _scenario(a)
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, stream=a.stream)
-    r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
-                 evict=a.evict, prefetch_params=_kv(a.prefetch_param),
-                 evict_params=_kv(a.evict_param), **_mechanisms(a))
+    r = simulate(tr, sc)
     if a.kernels_out:
         _write_table(r.kernels, a.kernels_out)
     if a.json:
@@ -314,32 +264,43 @@ def cmd_replay(a: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep_scenarios(a: argparse.Namespace) -> list:
+    """--scenarios with the settings given applied, or the grid of --model, --prefetch,
+    --evict and --oversub on --scenario and the settings."""
+    from .scenario import Scenario
+    from .sweep import grid
+    if not a.scenarios:
+        base = _scenario(a)
+        return grid(base, model=getattr(a, "models", [base.model]),
+                    prefetch=getattr(a, "prefetch", ["none", "64k", "2m", "density"]),
+                    evict=getattr(a, "evict", [base.evict]),
+                    oversub=getattr(a, "oversub", [1.0, 1.25, 1.5, 2.0, 2.5, 3.0]))
+    axes = [f for f in ("oversub", "prefetch", "evict", "models") if hasattr(a, f)]
+    if axes or a.scenario:
+        raise UserError(f"--{(axes or ['scenario'])[0]} does not go with --scenarios: give "
+                        "it in each scenario")
+    listed = _read_json(a.scenarios, "--scenarios")
+    settings = _settings(a)
+    return [Scenario.from_dict(d).replace(**settings)
+            for d in (listed if isinstance(listed, list) else [listed])]
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from .sweep import sweep
     from .trace import load_trace
-    if a.prefetch_param or a.evict_param:
-        raise UserError("--prefetch-param/--evict-param are for `replay`; use the Python API "
-                        "to sweep parameters")
     if a.scheduler and a.executor != "dask":
         raise UserError("--scheduler needs --executor dask")
+    scenarios = _sweep_scenarios(a)
     for t in a.trace:
         load_trace(t, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
-    kw = _mechanisms(a)
-    if a.models:
-        from .config import MODELS
-        bad = [m for m in a.models if m not in MODELS]
-        if bad:
-            raise UserError(f"--models: unknown {bad}; choose from {sorted(MODELS)}")
-        kw["model"] = list(a.models)
     traces = {Path(t).name.removesuffix(".uvmtrace"): t for t in a.trace}
     if len(traces) != len(a.trace):
         traces = list(a.trace)
-    df = sweep(traces, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
-               executor=a.executor, scheduler=a.scheduler, out=a.dataset, segment=a.segment,
-               progress=not (a.no_progress or a.json),
-               drop_out_of_range=a.drop_out_of_range, **kw)
+    df = sweep(traces, scenarios, jobs=a.jobs, executor=a.executor, scheduler=a.scheduler,
+               out=a.dataset, segment=a.segment, progress=not (a.no_progress or a.json),
+               drop_out_of_range=a.drop_out_of_range)
     if a.out:
         _write_table(df, a.out)
     if a.plot:
@@ -378,12 +339,9 @@ def cmd_multi(a: argparse.Namespace) -> int:
 
     from .multi import simulate_multi
     from .trace import load_trace
+    sc = _scenario(a)
     ts = [load_trace(t, drop_out_of_range=a.drop_out_of_range) for t in a.traces]
-    mr = simulate_multi(ts, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
-                        evict=a.evict, prefetch_params=_kv(a.prefetch_param),
-                        evict_params=_kv(a.evict_param), walkers=a.walkers,
-                        scheduler=a.scheduler, memory=a.memory,
-                        **_mechanisms(a))
+    mr = simulate_multi(ts, sc)
     if a.out:
         _write_table(mr.table, a.out)
     if a.json:
@@ -432,7 +390,7 @@ def cmd_synth(a: argparse.Namespace) -> int:
             raise UserError("--kernels does not apply to 'training' (use --param layers=N, "
                             "steps=N)")
         kw["kernels"] = a.kernels
-    for k, v in _kv(a.param).items():
+    for k, v in kv(a.param).items():
         kw[k] = int(v) if float(v).is_integer() else v
     import inspect
     allowed = inspect.signature(synth.GENERATORS[a.kind]).parameters

@@ -18,6 +18,28 @@ from .errors import ConfigError
 CHUNK_BYTES = 2 << 20
 
 
+def setting(flag: str, kind: str, help: str, **more) -> dict:
+    """Field metadata: how a setting of a Scenario or a Model is given on the command line.
+
+    `kind` says how the flag's text becomes the value (src/uvmsim/cli.py, `_SETTING_KINDS`):
+    ``bool`` (--x / --no-x), ``name``, ``choice`` (`choices`), ``int``, ``int+``, ``float+``,
+    ``float0+`` (>= 0), ``bytes``, ``params`` (repeatable NAME=VALUE) or ``switch`` (bare, or
+    repeatable NAME=VALUE). A field set through another field's flag has ``via``; one that is
+    no setting (provenance text) has ``none``: the CLI test holds every field to one of them.
+    """
+    return {"cli": {"flag": flag, "kind": kind, "help": help, **more}}
+
+
+def set_via(other: str) -> dict:
+    """Field metadata: this field is set by the flag of field `other` (see `setting`)."""
+    return {"cli": {"via": other}}
+
+
+def no_setting(why: str) -> dict:
+    """Field metadata: this field is no setting (see `setting`); `why` says what it is."""
+    return {"cli": {"none": why}}
+
+
 @dataclass(frozen=True)
 class Hardware:
     """Time constants of one GPU + link. Frozen and hashable; `sources` says where each
@@ -66,6 +88,16 @@ class Hardware:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Hardware":
+        """The inverse of `to_dict`."""
+        d = dict(d)
+        d["sources"] = tuple(dict(d.get("sources") or {}).items())
+        try:
+            return cls(**d)
+        except TypeError as e:
+            raise ConfigError(f"bad hardware settings: {e}") from None
 
 
 _UVMSMART = ("DebashisGanguly/gpgpu-sim_UVMSmart src/gpgpu-sim/gpu-sim.cc: bandwidth "
@@ -197,6 +229,27 @@ class Translation:
         d["sources"] = dict(self.sources)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Translation":
+        """Translation fields by name (as `to_dict` gives them; `sources` may be left out).
+        Whole-number values of the integer fields may come as floats (from JSON or the
+        command line)."""
+        d = dict(d)
+        if "sources" in d:
+            d["sources"] = tuple(dict(d["sources"]).items())
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ConfigError(f"bad translation settings: no setting {bad[0]!r}; known: "
+                              f"{', '.join(sorted(known - {'sources'}))}")
+        for k in ("tlb_entries", "page_size", "walkers", "ways"):
+            v = d.get(k)
+            if isinstance(v, float):
+                if not v.is_integer():
+                    raise ConfigError(f"translation {k} must be a whole number, got {v}")
+                d[k] = int(v)
+        return cls(**d)
+
 
 def get_translation(tr: "Translation | dict | bool | None") -> "Translation | None":
     """None/False: off; True: the defaults; a dict of Translation fields; or a Translation."""
@@ -207,10 +260,7 @@ def get_translation(tr: "Translation | dict | bool | None") -> "Translation | No
     if isinstance(tr, Translation):
         return tr
     if isinstance(tr, dict):
-        try:
-            return Translation(**tr)
-        except TypeError as e:
-            raise ConfigError(f"bad translation settings: {e}") from None
+        return Translation.from_dict(tr)
     raise ConfigError(f"translation must be a Translation, dict, bool or None, got {tr!r}")
 
 
@@ -256,21 +306,46 @@ class Model:
     `advise` and the access-counter settings as in docs/policies.md.
     """
 
-    name: str = "contract"
-    hardware: Hardware | str = DEFAULT_HARDWARE
-    fault_batch_size: int = 256
-    slices: bool = False
-    host_access: bool = False
-    thrashing: bool = False
-    thrashing_params: tuple[tuple[str, float], ...] = ()
-    small_blocks: bool = False
-    remote: str | None = None
-    advise: bool = False
-    access_counter_threshold: float | None = None
-    access_counter_penalty: float = 2.0
-    remote_access_ns: float = 200.0
-    doc: str = field(default="", compare=False)
-    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    name: str = field(default="contract", metadata=set_via("model"))
+    hardware: Hardware | str = field(default=DEFAULT_HARDWARE, metadata=setting(
+        "--hardware", "name", "hardware preset for the time layer (default: the model's; "
+        "see `uvmsim hardware`)"))
+    fault_batch_size: int = field(default=256, metadata=setting(
+        "--fault-batch-size", "int+", "faults per batch (default: the model's; 256, the "
+        "driver's, in both presets)", metavar="N"))
+    slices: bool = field(default=False, metadata=setting(
+        "--slices", "bool", "replay kernels in their v1.1 time-slice passes (re-faults "
+        "within a kernel)"))
+    host_access: bool = field(default=False, metadata=setting(
+        "--host-access", "bool", "apply the trace's v1.1 host_access events (CPU touches)"))
+    thrashing: bool = field(default=False, metadata=setting(
+        "--thrashing", "switch", "the driver's thrashing detection (throttle, pin); bare for "
+        "its defaults, or NAME=VALUE (threshold, pin_threshold, lapse_us, nap_us, pin_us, "
+        "epoch_us), repeatable"))
+    thrashing_params: tuple[tuple[str, float], ...] = field(default=(),
+                                                            metadata=set_via("thrashing"))
+    small_blocks: bool = field(default=False, metadata=setting(
+        "--small-blocks", "bool", "charge a VA block smaller than 2 MiB only its own pages "
+        "of GPU memory (the driver's 64 KiB/4 KiB chunks)"))
+    remote: str | None = field(default=None, metadata=setting(
+        "--remote", "choice", "remote mapping with access-counter delayed migration",
+        choices=REMOTE_MODES))
+    advise: bool = field(default=False, metadata=setting(
+        "--advise", "bool", "apply the trace's cudaMemAdvise events"))
+    access_counter_threshold: float | None = field(default=None, metadata=setting(
+        "--access-counter-threshold", "float+", "accesses to a remotely mapped region that "
+        "migrate it (default per --remote mode: driver 256 per 2 MiB, uvmsmart 10 per "
+        "64 KiB)", metavar="N"))
+    access_counter_penalty: float = field(default=2.0, metadata=setting(
+        "--access-counter-penalty", "float0+", "uvmsmart: once oversubscribed, the "
+        "threshold is multiplied by this and by the region's round trips + 1 (default 2)",
+        metavar="X"))
+    remote_access_ns: float = field(default=200.0, metadata=setting(
+        "--remote-access-ns", "float0+", "cost of one access to a remotely mapped page "
+        "(default 200)", metavar="NS"))
+    doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
+                                                 metadata=no_setting("provenance of values"))
 
     def __post_init__(self) -> None:
         # a preset name becomes its Hardware, so a Model always carries its constants
@@ -319,6 +394,20 @@ class Model:
         d["sources"] = dict(self.sources)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Model":
+        """The inverse of `to_dict` (`hardware` may also be a preset name)."""
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ConfigError(f"a model has no setting {bad[0]!r}")
+        if isinstance(d.get("hardware"), dict):
+            d["hardware"] = Hardware.from_dict(d["hardware"])
+        d["thrashing_params"] = tuple(dict(d.get("thrashing_params") or {}).items())
+        d["sources"] = tuple(dict(d.get("sources") or {}).items())
+        return cls(**d)
+
 
 CONTRACT = Model(
     name="contract",
@@ -366,23 +455,38 @@ def get_model(model: "str | Model | None" = None, **overrides) -> Model:
         base = MODELS[model]
     else:
         raise ConfigError(f"unknown model {model!r}; presets: {', '.join(sorted(MODELS))}")
+    ch = model_overrides(overrides)
+    if not ch:
+        return base
+    return dataclasses.replace(base, **ch)
+
+
+#: the Model fields a scenario's options (and simulate's keyword arguments) may override
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(Model)
+                     if f.name not in ("name", "doc", "sources"))
+
+
+def model_overrides(overrides: dict) -> dict:
+    """Overrides of Model fields in their canonical form: None values left out, `thrashing`
+    given as a dict of THRASHING_DEFAULTS overrides turned into ``thrashing=True`` and
+    `thrashing_params`. An unknown name is an error."""
     ch = {k: v for k, v in overrides.items() if v is not None}
-    unknown = sorted(set(ch) - {f.name for f in dataclasses.fields(Model)})
+    unknown = sorted(set(ch) - set(OPTION_NAMES))
     if unknown:
         raise ConfigError(f"a model has no setting {unknown[0]!r}")
     if "thrashing" in ch:
         t = ch["thrashing"]
         if isinstance(t, dict):
             ch["thrashing"] = True
-            ch["thrashing_params"] = tuple(t.items())
+            ch["thrashing_params"] = tuple(sorted(t.items()))
         elif isinstance(t, (bool, np.bool_)):
             ch["thrashing"] = bool(t)
         else:
             raise ConfigError(f"thrashing must be True, False or a dict of parameters, "
                               f"got {t!r}")
-    if not ch:
-        return base
-    return dataclasses.replace(base, **ch)
+    if isinstance(ch.get("thrashing_params"), dict):
+        ch["thrashing_params"] = tuple(sorted(ch["thrashing_params"].items()))
+    return ch
 
 
 FITTED = "fitted: see docs/validation.md"

@@ -42,10 +42,10 @@ __all__ = ["UM_DTYPE", "RunError", "attribute_records", "configure_parser", "cou
 UM_DTYPE = np.dtype([("counter", "<u4"), ("flags", "<u4"), ("value", "<u8"), ("start", "<u8"),
                      ("end", "<u8"), ("address", "<u8"), ("src", "<u4"), ("dst", "<u4")])
 # CUpti_ActivityUnifiedMemoryCounterKind
-HTOD, DTOH, CPU_FAULT, GPU_FAULT, THRASHING, THROTTLING, REMOTE_MAP = 1, 2, 3, 4, 5, 6, 7
-# CUpti_ActivityUnifiedMemoryMigrationCause (flags of transfer records)
-CAUSES = {0: "unknown", 1: "user", 2: "coherence", 3: "prefetch", 4: "eviction",
-          5: "access_counters"}
+HTOD, DTOH, CPU_FAULT, GPU_FAULT, THRASHING, THROTTLING = 1, 2, 3, 4, 5, 6
+# CUpti_ActivityUnifiedMemoryMigrationCause (the flags of transfer records): demand
+# migrations are coherence, the driver's prefetches prefetch, evictions eviction
+MIG_COHERENCE, MIG_PREFETCH, MIG_EVICTION = 2, 3, 4
 EXIT_REFUSED = 87   # the library refused: footprint > free memory (native_trace/src/balloon.cpp)
 EXIT_TIMEOUT = 124  # the library's watchdog ended the run (as timeout(1) does)
 #: the watchdog's flush of CUPTI can block; its alarm then ends the process (128 + SIGALRM)
@@ -153,9 +153,9 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
         "gpu_fault_records": (c == GPU_FAULT, one),
         "htod_bytes": (c == HTOD, v),
         "dtoh_bytes": (c == DTOH, v),
-        "htod_demand_bytes": ((c == HTOD) & (f == 2), v),
-        "htod_prefetch_bytes": ((c == HTOD) & (f == 3), v),
-        "dtoh_eviction_bytes": ((c == DTOH) & (f == 4), v),
+        "htod_demand_bytes": ((c == HTOD) & (f == MIG_COHERENCE), v),
+        "htod_prefetch_bytes": ((c == HTOD) & (f == MIG_PREFETCH), v),
+        "dtoh_eviction_bytes": ((c == DTOH) & (f == MIG_EVICTION), v),
         "thrashing": (c == THRASHING, one),
         "throttling": (c == THROTTLING, one),
     }
@@ -319,8 +319,8 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
 # --------------------------------------------------------------------------- CLI
 def configure_parser(p: argparse.ArgumentParser) -> None:
     """Add the options of ``uvmsim run`` to `p`."""
-    from .cli import _positive_float, parse_bytes
-    p.add_argument("--oversub", type=_positive_float, required=True, metavar="F",
+    from .argtypes import parse_bytes, positive_float
+    p.add_argument("--oversub", type=positive_float, required=True, metavar="F",
                    help="oversubscription factor: leave footprint / F of GPU memory free")
     fp = p.add_mutually_exclusive_group(required=True)
     fp.add_argument("--footprint", type=parse_bytes, metavar="BYTES",
@@ -328,7 +328,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     fp.add_argument("--trace", metavar="T.uvmtrace",
                     help="take the footprint from this trace of the program (peak live "
                          "managed bytes)")
-    p.add_argument("--timeout", type=_positive_float, default=300.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=300.0, metavar="S",
                    help="seconds the program may run after the balloon (default 300); a run "
                         "that takes longer is stopped and reported as censored (> S)")
     p.add_argument("--reserve", type=parse_bytes, default=0, metavar="BYTES",

@@ -25,82 +25,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .config import Hardware, Model, capacity_chunks as _capacity, get_model, get_translation
-from .engine.build import engine_for
-from .components.memory import MEMORY, MemoryComponent, MemoryContext, get_memory
-from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
-from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
-from .engine.arrays import engine_arrays
-from .engine.state import F_ON, XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
 from .errors import ConfigError
-from .policies import get_evict, get_prefetch
-from .policies.base import PolicyContext, empty_state, resolve_params
-from .results import Result, make_result
-from .simulate import (_as_trace, block_service_rank, block_vbase, check_model_trace,
-                       feature_vector)
-from .trace import Trace, TraceArrays
+from .replay import as_trace, prepare
+from .results import Result
+from .scenario import Scenario, as_scenario
+from .trace import Trace
 
-_PAGE_FIELDS = ("page_block", "row_page")  # hold dense pages or blocks: offset
-
-
-@dataclass
-class Merged:
-    """Tenants' dense arrays concatenated into one TraceArrays, with offsets."""
-
-    arrays: TraceArrays
-    ten_ev: np.ndarray      # int64[n_t+1] event range of each tenant
-    k_off: np.ndarray       # int64[n_t+1] kernel range of each tenant
-    b_rank: np.ndarray      # service order of blocks (within each tenant: its own order)
-    b_vbase: np.ndarray     # translation base of each block (tenant in bits 44+)
-
-
-def merge_traces(traces: Sequence[Trace]) -> Merged:
-    """Concatenate tenants' engine arrays (uvmsim.engine.arrays), shifting allocation, page, block, kernel, row and
-    segment indices so the engine replays them as one address space of disjoint tenants."""
-    parts: dict[str, list[np.ndarray]] = {f: [] for f in TraceArrays._fields}
-    off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
-    ten_ev, k_off, ranks, vbases = [0], [0], [], []
-    for i, tr in enumerate(traces):
-        if tr.rows is not None:
-            raise ConfigError(f"tenant {i}: a streamed trace replays alone (load it in "
-                              "memory to share a GPU)")
-        T = engine_arrays(tr)
-        sh = {"a_page_off": off["p"], "a_block_off": off["b"], "page_block": off["b"],
-              "b_alloc": off["a"], "b_page0": off["p"], "seg_alloc": off["a"],
-              "seg_first": off["p"], "seg_last": off["p"], "row_page": off["p"]}
-        for f in TraceArrays._fields:
-            x = getattr(T, f)
-            if f in sh:
-                x = (x.astype(np.int64) + sh[f]).astype(x.dtype)
-            elif f in ("ev_alloc", "ev_kernel"):
-                o = off["a"] if f == "ev_alloc" else off["k"]
-                x = np.where(x >= 0, x + o, x).astype(x.dtype)
-            elif f == "ev_seg_start":
-                x = (x[:-1] + off["s"]).astype(x.dtype)
-            elif f == "k_row_start":
-                x = (x[:-1] + off["r"]).astype(x.dtype)
-            parts[f].append(x)
-        ranks.append(block_service_rank(tr, T) + off["b"])
-        vbases.append(block_vbase(T, i))
-        off["a"] += T.a_host.size
-        off["p"] += T.page_block.size
-        off["b"] += T.b_alloc.size
-        off["k"] += T.k_row_start.size - 1
-        off["r"] += T.row_page.size
-        off["s"] += T.seg_alloc.size
-        off["e"] += T.ev_op.size
-        ten_ev.append(off["e"])
-        k_off.append(off["k"])
-    if any(p.size for p in parts["row_slices"]):
-        # some tenants have slices: a tenant without them has every row in slice 0
-        parts["row_slices"] = [p if p.size else np.ones(tr.n_accesses, np.uint64)
-                               for p, tr in zip(parts["row_slices"], traces)]
-    parts["ev_seg_start"].append(np.array([off["s"]], traces[0].arrays.ev_seg_start.dtype))
-    parts["k_row_start"].append(np.array([off["r"]], traces[0].arrays.k_row_start.dtype))
-    arrays = TraceArrays(*(np.ascontiguousarray(np.concatenate(parts[f]))
-                           for f in TraceArrays._fields))
-    return Merged(arrays, np.array(ten_ev, np.int64), np.array(k_off, np.int64),
-                  np.concatenate(ranks).astype(np.int64), np.concatenate(vbases))
+__all__ = ["MultiResult", "simulate_multi", "system_metrics", "tenant_table", "tlb_lookups"]
 
 
 @dataclass
@@ -188,126 +119,63 @@ def system_metrics(slowdown: Sequence[float]) -> dict[str, float]:
             "fairness": float(s.min() / s.max())}
 
 
-def contiguous(st: tuple) -> tuple:
-    """A component's state (a tuple or namedtuple of arrays) with contiguous arrays, of the
-    same type (compiled hooks read a namedtuple's fields by name)."""
-    arrays = [np.ascontiguousarray(a) for a in st]
-    return type(st)(*arrays) if hasattr(st, "_fields") else tuple(arrays)
+def simulate_multi(traces: Sequence[Trace | str | os.PathLike],
+                   scenario: Scenario | None = None, *, engine: str = "fast",
+                   **settings: Any) -> MultiResult:
+    """Replay `traces` as tenants of one GPU under `scenario`, and each alone; per-tenant
+    slowdown.
 
-
-def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple]:
-    """The walker component's context and state for n_t tenants on engine state S (its TLB
-    sliced among them if the component asks). Checked before compiled code indexes."""
-    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.xli[XL_SETS]), 1))
-    if not S.xli[XL_ON]:
-        return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
-    wk.check(ctx)
-    st = contiguous(wk.init(ctx))
-    if wk.tlb_slices:
-        S.xli[XL_TLB_SLICES] = n_t
-    return ctx, st
-
-
-def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params,
-         seed: int, tr, engine: str, wk: WalkerScheduler, sc: TenantScheduler,
-         mem: MemoryComponent) -> tuple[list[Result], list[float], list[float]]:
-    m = merge_traces(traces)
-    T = m.arrays
-    check_model_trace(mdl, T)
-    batch = mdl.fault_batch_size
-    n_t = len(traces)
-    n_pages, n_blocks = int(T.page_block.size), int(T.b_alloc.size)
-    n_k = int(m.k_off[-1])
-    pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
-    est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
-    fv = feature_vector(mdl)
-    if sc.remote:
-        fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
-    mst = mem.init(MemoryContext(n_t, cap))
-    S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
-                  translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t, features=fv,
-                  n_tenants=n_t, mem=contiguous(mst))
-    ten_out = n_k + np.arange(n_t, dtype=np.int64)
-    clock = np.zeros(n_t)
-    wctx, wst = walker_state(wk, S, n_t)
-    sst = contiguous(sc.init(SchedContext(n_t, cap, T)))
-    waited = np.zeros(n_t)
-    if engine == "fast":
-        engine_for(pf, ev, wk, sc, mem).replay_clocked(pst, est, wst, sst, S, engine_trace(T),
-                                                  batch, m.ten_ev, ten_out, clock, waited)
-    else:
-        from .reference.model import ReferenceModel
-        ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
-                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay(
-                           m.ten_ev, ten_out, clock, waited)
-    out = []
-    for i, t in enumerate(traces):
-        rows = np.r_[m.k_off[i]:m.k_off[i + 1], n_k + i]
-        out.append(make_result(t, S.counts[rows], S.times[rows], cap,
-                               {"tenant": i, "model": mdl.name, "engine": engine}))
-    return out, [float(c) for c in clock], [float(w) for w in waited]
-
-
-def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
-                   model: str | Model | None = None,
-                   oversub: float | None = None, capacity_bytes: int | None = None,
-                   capacity_chunks: int | None = None, prefetch: Any = "density",
-                   evict: Any = "lru2m", hardware: str | Hardware | None = None,
-                   fault_batch_size: int | None = None,
-                   prefetch_params: dict[str, float] | None = None,
-                   evict_params: dict[str, float] | None = None, seed: int = 0,
-                   translation: Any = None, engine: str = "fast",
-                   walkers: Any = "shared", scheduler: Any = "interleave",
-                   memory: Any = "shared", **overrides: Any) -> MultiResult:
-    """Replay `traces` as tenants of one GPU and each alone; per-tenant slowdown.
-
-    Capacity as in `uvmsim.simulate`, with `oversub` applied to the sum of the tenants'
-    peak blocks. `model` and its overrides (hardware, fault_batch_size, slices, host_access,
-    thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns) as in `uvmsim.simulate`; small_blocks is not modelled with tenants.
+    `scenario` and keyword `settings` as in `uvmsim.simulate`, with `oversub` applied to the
+    sum of the tenants' peak blocks; small_blocks is not modelled with tenants.
     `engine="reference"` computes the same with the SimPy reference model.
 
-    Tenant-level components (uvmsim.components; names, 'module:object' paths or objects):
-    `walkers` picks the page-table walker of each TLB miss (and may slice the TLB among
-    tenants): "shared" (default), "partitioned" or "dws"; it matters only with translation
-    on. `scheduler` decides when a tenant's kernel may start (and may reclaim chunks or
-    hint remote mapping as it does): "interleave" (default), "mfit", "amfit" or "madvise".
-    `memory` decides whose chunks a tenant's new chunk may cost: "shared" (default),
-    "partitioned" or "fair". Each tenant's alone run uses the whole GPU: the defaults, one
-    tenant.
+    The scenario's tenant components (uvmsim.components; names, 'module:object' paths or
+    objects): `walkers` picks the page-table walker of each TLB miss (and may slice the TLB
+    among tenants): "shared" (default), "partitioned" or "dws"; it matters only with
+    translation on. `scheduler` decides when a tenant's kernel may start (and may reclaim
+    chunks or hint remote mapping as it does): "interleave" (default), "mfit", "amfit" or
+    "madvise". `memory` decides whose chunks a tenant's new chunk may cost: "shared"
+    (default), "partitioned" or "fair". Each tenant's alone run uses the whole GPU (the
+    same capacity in chunks) with the default components.
     """
-    ts = [_as_trace(t) for t in traces]
+    ts = [as_trace(t) for t in traces]
     if not ts:
         raise ConfigError("simulate_multi needs at least one trace")
     if engine not in ("fast", "reference"):
         raise ConfigError(f"engine must be 'fast' or 'reference', got {engine!r}")
-    mdl = get_model(model, hardware=hardware, fault_batch_size=fault_batch_size, **overrides)
-    if mdl.small_blocks:
+    sc = as_scenario(scenario, settings)
+    if sc.resolved_model().small_blocks:
         raise ConfigError("small_blocks is not yet modelled with several tenants")
-    pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
-    batch = mdl.fault_batch_size
-    peak = sum(t.peak_blocks for t in ts)
-    cap = _capacity(peak, oversub=oversub, capacity_bytes=capacity_bytes,
-                    capacity_chunks=capacity_chunks)
-    pf_params = resolve_params(pf.params, prefetch_params, pf.name)
-    ev_params = resolve_params(ev.params, evict_params, ev.name)
-    tr = get_translation(translation)
-    wk, sc, mem = get_walkers(walkers), get_scheduler(scheduler), get_memory(memory)
-    args = (cap, pf, ev, mdl, pf_params, ev_params, seed, tr, engine)
-    shared, finish, waited = _run(ts, *args, wk, sc, mem)
+    shared, finish, waited, run = _run(ts, sc, engine)
+    cap = run.capacity
+    alone_sc = sc.replace(capacity_chunks=cap, walkers="shared", scheduler="interleave",
+                          memory="shared")
     alone, alone_ns = [], []
     for t in ts:
-        r, c, _ = _run([t], *args, WALKERS["shared"], SCHEDULERS["interleave"],
-                       MEMORY["shared"])
+        r, c, _, _ = _run([t], alone_sc, engine)
         alone.append(r[0])
         alone_ns.append(c[0])
+    tr, mdl = run.translation, run.model
     table = tenant_table(ts, shared, finish, alone_ns, translated=tr is not None,
                          slices=bool(mdl.slices))
     table["sched_wait_ns"] = waited
     slow = [float(x) for x in table["slowdown"]]
-    config = {"prefetch": pf.name, "evict": ev.name, "hardware": hw.name,
-              "capacity_chunks": cap, "peak_blocks_sum": peak, "fault_batch_size": batch,
+    wk, sch, mem = run.components
+    config = {"prefetch": run.pf.name, "evict": run.ev.name, "hardware": mdl.hardware.name,
+              "capacity_chunks": cap, "peak_blocks_sum": sum(t.peak_blocks for t in ts),
+              "fault_batch_size": mdl.fault_batch_size,
               "translation": tr.to_dict() if tr is not None else None, "model": mdl.name,
-              "engine": engine, "walkers": wk.name, "scheduler": sc.name, "memory": mem.name}
+              "engine": engine, "walkers": wk.name, "scheduler": sch.name, "memory": mem.name,
+              "scenario": sc.to_dict()}
     return MultiResult(shared, alone, finish, alone_ns, slow, table, config,
                        system_metrics(slow))
+
+
+def _run(traces: list[Trace], sc: Scenario, engine: str):
+    """One replay of `traces` as tenants: their Results, clocks at their last event, time
+    their kernels waited for the scheduler, and the prepared replay."""
+    run = prepare(traces, sc)
+    clock, waited = (run.run_engine(clocked=True) if engine == "fast"
+                     else run.run_reference())
+    results = run.tenant_results({"model": run.model.name, "engine": engine})
+    return results, [float(c) for c in clock], [float(w) for w in waited], run

@@ -1,15 +1,21 @@
-"""Sweeps: traces × models × policies × oversubscription factors, as a table.
+"""Sweeps: traces × scenarios, as a table.
 
-Each combination is a *cell*: one replay. Cells run on a local process pool (the default), on a
+    sweep(traces, [Scenario(oversub=1.0), Scenario(oversub=2.0, prefetch="none")])
+    sweep(traces, grid(Scenario(model="h200"), prefetch=["none", "density"], oversub=[1, 2]))
+    sweep(traces, oversub=[1, 2], prefetch=["none", "density"], model="h200")  # the same
+
+Each (trace, scenario) is a *cell*: one replay. The keyword form builds the scenarios with
+`grid`: models × prefetch × evict × oversub, the other keyword settings common to all. Cells run on a local process pool (the default), on a
 dask.distributed cluster (``executor="dask"``, ``scheduler=ADDRESS``; without an address a local
 cluster is started) or in this process (``executor="serial"``).
 
 With ``out=DIR`` the sweep is a resumable Parquet dataset: each finished cell is written at once
 to ``DIR/cell-<id>.parquet`` (written to a temporary name and renamed, so a file is complete or
 absent), and a later call with the same cells reads the finished ones back instead of replaying
-them. A cell's id is a hash of the trace's content, every cell parameter and the resolved model
+them. A cell's id is a hash of the trace's content, its scenario and the resolved model
 configuration (and the uvmsim version): change any of them and the cell is computed again.
-``pandas.read_parquet(DIR)`` reads the whole dataset.
+``pandas.read_parquet(DIR)`` reads the whole dataset; each row's ``scenario`` column holds its
+Scenario as JSON (`Scenario.from_json`).
 
 A pool runs the first cell of each compiled engine (prefetch, eviction, translation on or
 off) before the others (`waves`), so an engine not yet in the disk cache is compiled by one
@@ -24,12 +30,14 @@ import json
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
+from .config import DEFAULT_MODEL
 from .errors import ConfigError
+from .scenario import CAPACITY_FIELDS, Scenario
 from .simulate import simulate
 from .trace import Trace, load_trace
 
@@ -41,11 +49,20 @@ SEGMENT_COUNTS = ("faults", "faults_read", "faults_write", "htod_bytes", "htod_b
 EXECUTORS = ("process", "dask", "serial")
 
 
-def grid(*, oversub: Iterable[float] = (1.0,), prefetch: Iterable[Any] = ("density",),
-         evict: Iterable[Any] = ("lru2m",)) -> list[dict[str, Any]]:
-    """All (prefetch, evict, oversub) combinations, in a stable order."""
-    return [dict(prefetch=p, evict=e, oversub=float(f))
-            for p, e, f in itertools.product(prefetch, evict, oversub)]
+def grid(base: Scenario | None = None, **axes: Any) -> list[Scenario]:
+    """Every combination of `axes` on `base` (default: all defaults), in a stable order: the
+    first axis varies slowest. An axis is a Scenario field or model setting (as
+    `Scenario.replace` takes them) with a list of values (a single value: a list of one)."""
+    base = base if base is not None else Scenario()
+    names = list(axes)
+    values = [_axis(axes[n]) for n in names]
+    return [base.replace(**dict(zip(names, combo))) for combo in itertools.product(*values)]
+
+
+def _axis(v: Any) -> list[Any]:
+    if isinstance(v, (list, tuple, range, np.ndarray)):
+        return list(v)
+    return [v]
 
 
 # ---------------------------------------------------------------- identities
@@ -84,29 +101,21 @@ def _policy_name(p: Any) -> str:
     return p if isinstance(p, str) else getattr(p, "name", str(p))
 
 
-def _model_config(model: Any, hardware: Any, fault_batch_size: Any) -> dict[str, Any]:
+def _model_config(sc: Scenario) -> dict[str, Any]:
     """The resolved model configuration a cell replays with (provenance text left out)."""
-    from .config import get_model
-    d = get_model(model).to_dict()
+    d = sc.resolved_model().to_dict()
     d.pop("sources", None)
     d.pop("doc", None)
     if isinstance(d.get("hardware"), dict):
         d["hardware"] = {k: v for k, v in d["hardware"].items() if k != "sources"}
-    if hardware is not None:
-        d["hardware_override"] = hardware if isinstance(hardware, str) else repr(hardware)
-    if fault_batch_size is not None:
-        d["fault_batch_size_override"] = int(fault_batch_size)
     return d
 
 
-def cell_id(trace_id: str, point: Mapping[str, Any], model_config: Mapping[str, Any],
-            options: Mapping[str, Any], segment: str | None) -> str:
+def cell_id(trace_id: str, scenario: Scenario, segment: str | None) -> str:
     """The id of one cell (see the module doc)."""
     from . import __version__
-    key = {"trace": trace_id, "prefetch": _policy_name(point["prefetch"]),
-           "evict": _policy_name(point["evict"]), "oversub": float(point["oversub"]),
-           "model": model_config, "options": options, "segment": segment,
-           "uvmsim": __version__}
+    key = {"trace": trace_id, "scenario": scenario.to_dict(),
+           "model": _model_config(scenario), "segment": segment, "uvmsim": __version__}
     blob = json.dumps(key, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
 
@@ -133,12 +142,12 @@ def _get_trace(task: dict[str, Any]) -> Trace:
 def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
     """Replay one cell; returns its row."""
     tr = _get_trace(task)
-    point, common = task["point"], task["common"]
-    r = simulate(tr, **point, **common)
+    sc = task["scenario"]
+    r = simulate(tr, sc)
     row: dict[str, Any] = {"trace": task["label"], "trace_id": task["trace_id"],
-                           "cell_id": task["cell_id"], "oversub": float(point["oversub"]),
-                           "prefetch": _policy_name(point["prefetch"]),
-                           "evict": _policy_name(point["evict"])}
+                           "cell_id": task["cell_id"], "oversub": _factor(sc),
+                           "prefetch": _policy_name(sc.prefetch),
+                           "evict": _policy_name(sc.evict)}
     row.update(r.summary)
     row.update(r.extra)
     row["model"] = r.config["model"]
@@ -152,7 +161,16 @@ def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
         row["segment_kernels"] = int(len(tail))
         for c in SEGMENT_COUNTS:
             row[f"iter_{c}"] = float(tail[c].sum()) if len(tail) else float("nan")
+    row["scenario"] = sc.to_json()
     return row
+
+
+def _factor(sc: Scenario) -> float:
+    """The oversubscription factor of a scenario: 1 when it gives no capacity, NaN when it
+    gives one in bytes or chunks."""
+    if sc.oversub is not None:
+        return float(sc.oversub)
+    return 1.0 if sc.capacity_bytes is None and sc.capacity_chunks is None else float("nan")
 
 
 # ---------------------------------------------------------------- the sweep
@@ -178,53 +196,45 @@ def _as_traces(trace: Any) -> list[tuple[str, str, Trace | None]]:
     return out
 
 
-def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
-          prefetch: Sequence[Any] = ("none", "64k", "2m", "density"),
-          evict: Sequence[Any] = ("lru2m",), model: Any = None, hardware: Any = None,
-          fault_batch_size: int | None = None, jobs: int | None = None,
-          executor: str | None = None, scheduler: str | None = None,
+def sweep(traces: Any, scenarios: Any = None, *, jobs: int | None = None,
+          executor: Any = None, scheduler: str | None = None,
           out: str | os.PathLike | None = None, segment: str | None = None,
           progress: bool = True, drop_out_of_range: bool = False,
-          client: Any = None, backend: str | None = None, **options: Any) -> pd.DataFrame:
-    """Replay every cell of traces × models × prefetch × evict × oversub; one row per cell.
+          **settings: Any) -> pd.DataFrame:
+    """Replay every cell of traces × scenarios; one row per cell.
 
-    `trace`: a .uvmtrace path, a Trace, a list of them or a {label: trace} dict. `model`: a
-    name in uvmsim.config.MODELS, a Model, or a list of them (a sweep dimension).
-    `executor`: "process" (default; `jobs` workers), "dask" (`scheduler` address, or a
-    `client`; else a local cluster of `jobs` workers) or "serial" (`backend` is the old name).
-    `out`: a directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
+    `traces`: a .uvmtrace path, a Trace, a list of them or a {label: trace} dict.
+    `scenarios`: a Scenario or a list of them (e.g. from `grid`); keyword `settings` then
+    change every one (`Scenario.replace`). Without `scenarios` the keyword form builds the
+    grid models × prefetch × evict × oversub: `oversub` (default 1, 1.5, 2, 3), `prefetch`
+    (default none, 64k, 2m, density), `evict` (default lru2m) and `model` (a name, a Model
+    or a list of them) are its axes; every other setting (translation=, thrashing=,
+    hardware=, ...) is common to all cells.
+    `executor`: "process" (default; `jobs` workers), "dask" (`scheduler` address, else a
+    local cluster of `jobs` workers), a dask.distributed Client, or "serial". `out`: a
+    directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
     substring marking iterations (e.g. "spin_kernel", see benchmarks/study/models.py); the
     kernels after its last occurrence give ``iter_*`` columns (one training step).
-    Other keyword arguments (translation=, thrashing=, slices=, ...) go to every `simulate`.
+    (`backend=` and `client=` are the older names of `executor`.)
 
-    Columns: trace, trace_id, cell_id, oversub, prefetch, evict, the summary counts, the
-    extra counts, model, hardware, compute_ns, and `slowdown` (sim_time over the same trace,
-    model and policies at factor 1 when the sweep has it, else over compute time), plus
-    ``iter_*`` and `iter_slowdown` with `segment`. Rows come in the caller's order.
-    ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed now and read
-    back from `out`.
+    Columns: trace, trace_id, cell_id, oversub (NaN for a capacity in bytes or chunks),
+    prefetch, evict, the summary counts, the extra counts, model, hardware, compute_ns,
+    scenario (JSON) and `slowdown` (sim_time over the same trace and scenario at factor 1
+    when the sweep has it, else over compute time), plus ``iter_*`` and `iter_slowdown`
+    with `segment`. Rows come in the caller's order: traces, then scenarios.
+    ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed now and
+    read back from `out`.
     """
-    executor = executor or backend or "process"
-    if executor not in EXECUTORS:
-        raise ConfigError(f"unknown executor {executor!r}: 'process', 'dask' or 'serial'")
-    points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
-    models = list(model) if isinstance(model, (list, tuple)) else [model]
-    if not points or not models:
-        raise ConfigError("empty sweep grid")
-    traces = _as_traces(trace)
-    configs = [_model_config(m, hardware, fault_batch_size) for m in models]  # fails early
-    opts = json.loads(json.dumps(options, sort_keys=True, default=repr))
+    executor, client = _executor(executor, settings)
+    scs = _scenarios(scenarios, settings)
+    items = _as_traces(traces)
     ids = {key: (key.split(":", 1)[1] if obj is not None else trace_content_id(key))
-           for _, key, obj in traces}
+           for _, key, obj in items}
     tasks = []
-    for (label, key, obj), (m, cfg), p in itertools.product(traces, zip(models, configs),
-                                                            points):
-        cid = cell_id(ids[key], p, cfg, opts, segment)
+    for (label, key, obj), sc in itertools.product(items, scs):
         tasks.append({"label": label, "trace_key": key, "trace_obj": obj,
-                      "trace_id": ids[key], "cell_id": cid, "point": p, "segment": segment,
-                      "drop": drop_out_of_range,
-                      "common": dict(model=m, hardware=hardware,
-                                     fault_batch_size=fault_batch_size, **options)})
+                      "trace_id": ids[key], "cell_id": cell_id(ids[key], sc, segment),
+                      "scenario": sc, "segment": segment, "drop": drop_out_of_range})
     seen: dict[str, dict[str, Any]] = {}
     outdir = Path(out) if out is not None else None
     if outdir is not None:
@@ -259,6 +269,48 @@ def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
     return df
 
 
+#: the axes of the keyword form of `sweep`, with their defaults
+GRID_AXES = {"model": (None,), "prefetch": ("none", "64k", "2m", "density"),
+             "evict": ("lru2m",), "oversub": (1.0, 1.5, 2.0, 3.0)}
+
+
+def _scenarios(scenarios: Any, settings: dict[str, Any]) -> list[Scenario]:
+    """The scenarios of a sweep: given (with `settings` applied) or the keyword grid."""
+    if scenarios is None:
+        axes = {k: _axis(settings.pop(k, d)) for k, d in GRID_AXES.items()}
+        axes["model"] = [DEFAULT_MODEL if m is None else m for m in axes["model"]]
+        if not all(axes.values()):
+            raise ConfigError("empty sweep grid")
+        return grid(Scenario.from_kwargs(**settings), **axes)
+    scs = [scenarios] if isinstance(scenarios, (Scenario, Mapping)) else list(scenarios)
+    if not scs:
+        raise ConfigError("empty sweep: no scenario")
+    axes = sorted(k for k in GRID_AXES if k in settings and _axis(settings[k]) != [settings[k]])
+    if axes:
+        raise ConfigError(f"{axes[0]}= is a list: an axis of the keyword grid; with "
+                          "scenarios, give each its own (or build them with grid())")
+    out = []
+    for i, sc in enumerate(scs):
+        if isinstance(sc, Mapping):
+            sc = Scenario.from_dict(sc)
+        if not isinstance(sc, Scenario):
+            raise ConfigError(f"scenarios[{i}] is a {type(sc).__name__}, not a Scenario")
+        out.append(sc.replace(**settings) if settings else sc)
+    return out
+
+
+def _executor(executor: Any, settings: dict[str, Any]) -> tuple[str, Any]:
+    """(kind, dask client or None) from `executor` and the older `backend=`/`client=`."""
+    backend, client = settings.pop("backend", None), settings.pop("client", None)
+    executor = executor or backend or ("dask" if client is not None else "process")
+    if not isinstance(executor, str):
+        executor, client = "dask", executor
+    if executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}: 'process', 'dask', 'serial' or a "
+                          "dask Client")
+    return executor, client
+
+
 def _write_cell(outdir: Path, row: dict[str, Any]) -> None:
     final = outdir / f"cell-{row['cell_id']}.parquet"
     tmp = outdir / f".cell-{row['cell_id']}.{os.getpid()}.tmp"
@@ -275,7 +327,11 @@ def read_results(out: str | os.PathLike) -> pd.DataFrame:
 
 
 def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
-    keys = [c for c in ("trace", "model", "prefetch", "evict") if c in df.columns]
+    if "scenario" in df.columns:  # the same trace and scenario at factor 1
+        df["_base"] = [_without_capacity(s) for s in df["scenario"]]
+        keys = ["trace", "_base"]
+    else:  # a dataset written before scenarios had their column
+        keys = [c for c in ("trace", "model", "prefetch", "evict") if c in df.columns]
     for col, out in (("sim_time_ns", "slowdown"), ("iter_sim_ns", "iter_slowdown")):
         if col not in df.columns:
             continue
@@ -287,7 +343,14 @@ def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
         else:
             ref = df["compute_ns" if col == "sim_time_ns" else "iter_compute_ns"].tolist()
         df[out] = [t / r if r and r == r else float("nan") for t, r in zip(df[col], ref)]
-    return df
+    return df.drop(columns=["_base"], errors="ignore")
+
+
+def _without_capacity(scenario_json: str) -> str:
+    d = json.loads(scenario_json)
+    for k in CAPACITY_FIELDS:
+        d.pop(k, None)
+    return json.dumps(d, sort_keys=True)
 
 
 def _bar(total: int, initial: int, enabled: bool):
@@ -297,9 +360,8 @@ def _bar(total: int, initial: int, enabled: bool):
 
 def _engine_key(task: dict[str, Any]) -> tuple:
     """What selects the compiled engine (and its signature) a cell runs on."""
-    p, c = task["point"], task["common"]
-    return (_policy_name(p["prefetch"]), _policy_name(p["evict"]),
-            c.get("translation") not in (None, False))
+    sc = task["scenario"]
+    return (_policy_name(sc.prefetch), _policy_name(sc.evict), sc.translation is not None)
 
 
 def waves(tasks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -9,31 +9,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
-from ..engine.state import engine_trace
 from ..errors import ConfigError
+from ..replay import prepare
 from ..results import Result
-from ..simulate import prepare
+from ..scenario import Scenario, as_scenario
 from ..trace import Trace
 from .model import FaultBuffer, ReferenceModel
 
 __all__ = ["FaultBuffer", "ReferenceModel", "simulate"]
 
 
-def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
-             **kwargs: Any) -> Result:
-    """`uvmsim.simulate(trace, **kwargs)`, computed by the SimPy reference model (slow; for
-    checking). Every option of the model is modelled here too.
+def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None, *,
+             keep_state: bool = False, **settings: Any) -> Result:
+    """`uvmsim.simulate(trace, scenario, **settings)`, computed by the SimPy reference model
+    (slow; for checking). Every option of the model is modelled here too.
     """
-    run = prepare(trace, **kwargs)
-    if run.lazy is not None:
-        raise ConfigError("the reference model replays traces in memory (load without "
-                          "stream=True)")
-    T = run.arrays
-    model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
-                           run.fault_batch_size)
-    model.replay(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),
-                 np.zeros(1))
+    sc = as_scenario(scenario, settings)
+    if not sc.default_components():
+        raise ConfigError(f"{sc!r}: walkers, scheduler and memory are tenant components "
+                          "of simulate_multi; one trace replays alone with their defaults")
+    run = prepare(trace, sc)
+    run.run_reference()
     run.config["engine"] = "reference"
     return run.result(keep_state)

@@ -1,0 +1,319 @@
+"""uvmsim.Scenario: one object for everything but the trace, taken by every entry point.
+
+Keyword arguments build one with equal results; it is hashable, readable, round-trips
+through a dict and JSON, names the field it rejects, and every field has a CLI flag.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import uvmsim
+import uvmsim.reference
+from uvmsim import ConfigError, Scenario
+from uvmsim.config import OPTION_NAMES, Model, Translation, get_hardware
+from uvmsim.engine.state import S_CAP
+from uvmsim.trace import synth
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def traces():
+    kw = dict(layers=2, steps=1, weight_bytes=3 << 20)
+    return (synth.make("training", activation_bytes=5 << 20, **kw),
+            synth.make("training", activation_bytes=7 << 20, **kw))
+
+
+def test_import_uvmsim_gives_scenario():
+    r = subprocess.run([sys.executable, "-c", "import uvmsim; print(uvmsim.Scenario())"],
+                       capture_output=True, text=True,
+                       env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Scenario()"
+
+
+# ---------------------------------------------------------------- the same results
+SETTINGS = dict(oversub=2.0, prefetch="none", thrashing={"threshold": 2.0}, seed=3,
+                remote_access_ns=150.0)
+
+
+def test_simulate_equal_with_and_without_a_scenario(traces):
+    t = traces[0]
+    sc = Scenario(oversub=2.0, prefetch="none", seed=3,
+                  options={"thrashing": {"threshold": 2.0}, "remote_access_ns": 150.0})
+    assert Scenario.from_kwargs(**SETTINGS) == sc
+    kw = uvmsim.simulate(t, **SETTINGS)
+    given = uvmsim.simulate(t, sc)
+    assert given.summary == kw.summary and given.extra == kw.extra
+    assert given.config == kw.config and given.config["scenario"] == sc.to_dict()
+    assert given.summary["evicted_chunks"] > 0        # the capacity reached the replay
+    # a scenario and keywords: the keywords change it
+    assert uvmsim.simulate(t, sc, oversub=1.0).summary == uvmsim.simulate(
+        t, **{**SETTINGS, "oversub": 1.0}).summary
+
+
+def test_reference_equal_with_and_without_a_scenario(traces):
+    t = traces[0]
+    sc = Scenario.from_kwargs(**SETTINGS)
+    kw = uvmsim.reference.simulate(t, **SETTINGS)
+    given = uvmsim.reference.simulate(t, sc)
+    assert given.summary == kw.summary
+    assert given.config["engine"] == "reference"
+    fast = uvmsim.simulate(t, sc).summary
+    assert {k: v for k, v in given.summary.items() if k != "sim_time_ns"} == \
+        {k: v for k, v in fast.items() if k != "sim_time_ns"}
+
+
+def test_simulate_multi_equal_with_and_without_a_scenario(traces):
+    kw = dict(oversub=1.5, prefetch="none", translation=True, scheduler="mfit",
+              memory="fair")
+    a = uvmsim.simulate_multi(list(traces), **kw)
+    b = uvmsim.simulate_multi(list(traces), Scenario.from_kwargs(**kw))
+    assert a.table.equals(b.table) and a.system == b.system
+    assert a.config == b.config and a.config["scheduler"] == "mfit"
+    assert [r.summary for r in a.alone] == [r.summary for r in b.alone]
+
+
+def test_sweep_of_scenarios_equals_the_keyword_grid(traces):
+    from uvmsim.sweep import grid, sweep
+    kw = dict(executor="serial", progress=False)
+    by_kw = sweep(traces[0], oversub=[1.0, 2.0], prefetch=["none", "density"],
+                  thrashing=True, **kw)
+    scs = grid(Scenario(options={"thrashing": True}), prefetch=["none", "density"],
+               oversub=[1.0, 2.0])
+    assert [(s.prefetch, s.oversub) for s in scs] == [("none", 1.0), ("none", 2.0),
+                                                      ("density", 1.0), ("density", 2.0)]
+    by_sc = sweep(traces[0], scs, **kw)
+    assert by_sc.equals(by_kw)
+    for (_, row), sc in zip(by_sc.iterrows(), scs):
+        assert Scenario.from_json(row["scenario"]) == sc
+        assert row["faults"] == uvmsim.simulate(traces[0], sc).summary["faults"]
+    # settings given beside scenarios change every one; a list is a grid axis
+    tr = sweep(traces[0], scs[:1], translation=True, **kw)
+    assert Scenario.from_json(tr["scenario"][0]).translation == Translation()
+    with pytest.raises(ConfigError, match="oversub= is a list"):
+        sweep(traces[0], scs, oversub=[1.0, 2.0], **kw)
+
+
+def test_simulate_refuses_tenant_components(traces):
+    with pytest.raises(ConfigError, match="tenant components of simulate_multi"):
+        uvmsim.simulate(traces[0], scheduler="mfit")
+
+
+# ---------------------------------------------------------------- the chunk pool
+def test_tenants_pool_is_bounded_by_their_blocks_as_one_trace_alone_is(traces):
+    """A capacity far beyond the tenants' blocks sizes the engine's and the policies'
+    chunk arrays by the blocks (chunk_pool), as a replay alone does, and the GPU still
+    has that capacity (S_CAP); the counts are those of a capacity that just fits."""
+    from uvmsim.replay import prepare
+    huge = 1 << 22                    # 8 TiB: arrays of this many chunks per policy
+    run = prepare(list(traces), capacity_chunks=huge)
+    managed = int(np.count_nonzero(~run.arrays.a_host[run.arrays.b_alloc]))
+    assert run.state.chunk_block.size == run.state.free_stack.size == managed
+    assert run.est.prev.size == managed                   # lru2m's list over the pool
+    assert run.state.scal[S_CAP] == huge and run.capacity == huge
+    alone = prepare(traces[0], capacity_chunks=huge)
+    assert alone.state.chunk_block.size < huge and alone.state.scal[S_CAP] == huge
+    big = uvmsim.simulate_multi(list(traces), capacity_chunks=huge, prefetch="none")
+    fits = uvmsim.simulate_multi(list(traces), oversub=1.0, prefetch="none")
+    assert big.table.drop(columns=["tenant"]).equals(fits.table.drop(columns=["tenant"]))
+    assert big.config["capacity_chunks"] == huge
+
+
+# ---------------------------------------------------------------- the object
+def test_hashable_and_equal_by_value():
+    a = Scenario(model="h200", oversub=1.5, prefetch_params={"threshold": 60},
+                 options={"thrashing": {"nap_us": 700}})
+    b = Scenario.from_kwargs(model="h200", oversub=1.5, prefetch_params={"threshold": 60.0},
+                             thrashing={"nap_us": 700.0})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != a.replace(seed=1) and len({a, a.replace(seed=1)}) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.oversub = 2.0                                   # type: ignore[misc]
+    from uvmsim.policies import get_prefetch
+    obj = Scenario(prefetch=get_prefetch("density"))      # a policy object (params: a dict)
+    assert hash(obj) == hash(Scenario(prefetch=get_prefetch("density")))
+
+
+def test_repr_shows_what_differs_from_the_defaults():
+    assert repr(Scenario()) == "Scenario()"
+    s = Scenario(model="h200", oversub=1.5, prefetch="none", options={"slices": True})
+    assert repr(s) == ("Scenario(model='h200', oversub=1.5, prefetch='none', "
+                       "options={'slices': True})")
+
+
+@pytest.mark.parametrize("sc", [
+    Scenario(),
+    Scenario(model="h200", capacity_bytes=64 << 20, prefetch="64k", evict="lru4k",
+             translation={"walkers": 8, "page_size": 65536}, scheduler="amfit", seed=7),
+    Scenario(capacity_chunks=12, prefetch_params={"threshold": 70},
+             options={"thrashing": {"nap_us": 700.0}, "hardware": "a100-pcie4",
+                      "fault_batch_size": 64, "remote": "uvmsmart",
+                      "access_counter_penalty": 3.0}),
+    Scenario(model=uvmsim.config.model_from_constants({"batch_ns": 1.0}, name="mine"),
+             options={"hardware": dataclasses.replace(get_hardware("h100-pcie5"),
+                                                      name="custom", fault_ns=9.0)}),
+], ids=["defaults", "fields", "options", "objects"])
+def test_round_trips_through_dict_and_json(sc):
+    d = sc.to_dict()
+    assert set(d) == {f.name for f in dataclasses.fields(Scenario)}
+    assert json.loads(json.dumps(d)) == d                 # plain JSON values
+    assert Scenario.from_dict(d) == sc
+    back = Scenario.from_json(sc.to_json())
+    assert back == sc and hash(back) == hash(sc)
+    assert back.resolved_model() == sc.resolved_model()
+    assert Scenario.from_dict({}) == Scenario()
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(model="nope"), "Scenario.model: unknown model 'nope'"),
+    (dict(oversub=0), "Scenario.oversub"),
+    (dict(oversub=float("nan")), "Scenario.oversub"),
+    (dict(oversub=2.0, capacity_bytes=1 << 30), "at most one of oversub"),
+    (dict(capacity_bytes=4096), "Scenario.capacity_bytes"),
+    (dict(capacity_chunks=0), "Scenario.capacity_chunks"),
+    (dict(prefetch="bogus"), "Scenario.prefetch: unknown prefetch policy 'bogus'"),
+    (dict(prefetch_params={"nope": 1}), "Scenario.prefetch_params: policy 'density' has no"),
+    (dict(evict="bogus"), "Scenario.evict: unknown eviction policy"),
+    (dict(evict_params={"x": 1}), "Scenario.evict_params"),
+    (dict(translation={"walkers": 0}), "Scenario.translation: walkers must be >= 1"),
+    (dict(translation={"tlb_entries": 100.5}), "Scenario.translation"),
+    (dict(options={"slices": 1}), "Scenario.options: model 'contract': slices must be"),
+    (dict(options={"bogus": 1}), "Scenario.options: a model has no setting 'bogus'"),
+    (dict(options={"hardware": "tpu"}), "Scenario.options: unknown hardware 'tpu'"),
+    (dict(walkers="bogus"), "Scenario.walkers: unknown walker component"),
+    (dict(scheduler="bogus"), "Scenario.scheduler: unknown scheduler"),
+    (dict(memory="bogus"), "Scenario.memory: unknown memory component"),
+    (dict(seed=1.5), "Scenario.seed"),
+])
+def test_errors_name_the_field(kw, field):
+    with pytest.raises(ConfigError) as e:
+        Scenario(**kw)
+    assert field in str(e.value)
+
+
+def test_unknown_names_are_errors():
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        Scenario.from_kwargs(colour=1)
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        uvmsim.simulate("x.uvmtrace", colour=1)
+    with pytest.raises(ConfigError, match="no field 'colour'"):
+        Scenario.from_dict({"colour": 1})
+    with pytest.raises(ConfigError, match="must be JSON"):
+        Scenario.from_json("{")
+
+
+def test_replace_keeps_one_capacity_and_none_drops_an_option():
+    s = Scenario(capacity_bytes=64 << 20, options={"slices": True, "advise": True})
+    r = s.replace(oversub=2.0, slices=None)
+    assert (r.oversub, r.capacity_bytes, r.capacity_chunks) == (2.0, None, None)
+    assert dict(r.options) == {"advise": True}
+    assert s.replace(thrashing={"threshold": 4}).resolved_model().thrashing_settings()[
+        "threshold"] == 4.0
+    assert s.replace(options={}).options == ()
+
+
+# ---------------------------------------------------------------- the command line
+def _flags(command: str) -> set[str]:
+    from uvmsim.cli import build_parser
+    ap = build_parser()
+    sub = next(a for a in ap._actions if a.dest == "command").choices[command]
+    return {o for a in sub._actions for o in a.option_strings}
+
+
+def test_every_setting_has_a_cli_flag():
+    """Each field of Scenario and Model has a flag in `uvmsim replay` (the tenant
+    components in `uvmsim multi`), is set through another field's flag, or is no setting;
+    a new field without one fails here."""
+    replay, multi, sweep = _flags("replay"), _flags("multi"), _flags("sweep")
+    seen = set()
+    for cls in (Scenario, Model):
+        for f in dataclasses.fields(cls):
+            m = f.metadata.get("cli")
+            assert m is not None, f"{cls.__name__}.{f.name} has no cli metadata"
+            if "flag" in m:
+                assert m["flag"] in (multi if m.get("tenants") else replay), m["flag"]
+                assert m["flag"] in multi
+                seen.add(m["flag"])
+            elif "via" in m:
+                target = m["via"]
+                assert target == "Model" or target in {x.name for x in dataclasses.fields(cls)} \
+                    | {x.name for x in dataclasses.fields(Scenario)}, (f.name, target)
+            else:
+                assert m["none"], f.name
+    assert {"--access-counter-penalty", "--remote-access-ns", "--capacity-chunks",
+            "--seed"} <= seen
+    assert set(OPTION_NAMES) <= {f.name for f in dataclasses.fields(Model)}
+    # sweep: the same settings, its grid axes as lists, and a file of scenarios
+    assert {"--remote-access-ns", "--seed", "--thrashing", "--models", "--scenarios",
+            "--scenario"} <= sweep
+
+
+def _cli_scenario(*argv: str) -> Scenario:
+    from uvmsim.cli import _scenario, build_parser
+    return _scenario(build_parser().parse_args(["replay", "t.uvmtrace", *argv]))
+
+
+def test_cli_flags_reach_the_scenario(tmp_path):
+    s = _cli_scenario("--model", "h200", "--capacity-chunks", "9", "--evict", "random2m",
+                      "--prefetch-param", "threshold=60", "--seed", "5", "--remote",
+                      "uvmsmart", "--access-counter-penalty", "3", "--remote-access-ns",
+                      "50", "--translation", "walkers=4", "--thrashing", "--no-host-access")
+    assert s == Scenario(model="h200", capacity_chunks=9, evict="random2m", seed=5,
+                         prefetch_params={"threshold": 60}, translation={"walkers": 4},
+                         options={
+                             "remote": "uvmsmart", "access_counter_penalty": 3.0,
+                             "remote_access_ns": 50.0, "thrashing": True,
+                             "host_access": False})
+    assert _cli_scenario() == Scenario()
+    f = tmp_path / "s.json"
+    f.write_text(s.to_json())
+    assert _cli_scenario("--scenario", str(f)) == s
+    assert _cli_scenario("--scenario", str(f), "--oversub", "2") == s.replace(oversub=2.0)
+    assert _cli_scenario("--scenario", '{"seed": 4}') == Scenario(seed=4)
+
+
+def test_cli_replay_with_a_scenario_file(traces, tmp_path):
+    from uvmsim.cli import main
+    path = synth.write("training", tmp_path / "t.uvmtrace", layers=2, steps=1,
+                       weight_bytes=3 << 20, activation_bytes=5 << 20)
+    sc = Scenario.from_kwargs(**SETTINGS)
+    (tmp_path / "s.json").write_text(sc.to_json())
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["replay", str(path), "--scenario", str(tmp_path / "s.json"),
+                     "--json"]) == 0
+    assert json.loads(out.getvalue()) == uvmsim.simulate(uvmsim.load_trace(path), sc).summary
+
+
+def test_cli_sweep_of_a_scenarios_file(tmp_path):
+    from uvmsim.cli import main
+    path = synth.write("training", tmp_path / "t.uvmtrace", layers=2, steps=1,
+                       weight_bytes=3 << 20, activation_bytes=5 << 20)
+    scs = [Scenario(oversub=2.0, prefetch="none"), Scenario(capacity_chunks=5)]
+    (tmp_path / "s.json").write_text(json.dumps([s.to_dict() for s in scs]))
+    import contextlib
+    import io
+    out = io.StringIO()
+    argv = ["sweep", str(path), "--scenarios", str(tmp_path / "s.json"), "--executor",
+            "serial", "--json", "--thrashing"]
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    rows = json.loads(out.getvalue())
+    t = uvmsim.load_trace(path)
+    for row, sc in zip(rows, scs):
+        sc = sc.replace(thrashing=True)                    # the flag changed every scenario
+        assert Scenario.from_json(row["scenario"]) == sc
+        assert row["faults"] == uvmsim.simulate(t, sc).summary["faults"]
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(argv + ["--oversub", "1,2"]) == 2
+    assert "--oversub does not go with --scenarios" in err.getvalue()
