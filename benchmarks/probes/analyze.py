@@ -184,11 +184,15 @@ def hypotheses(runs: pd.DataFrame, kern: pd.DataFrame | None) -> str:
             e, h = _get(runs, p, f, "dtoh_eviction_bytes"), _get(runs, p, f, "htod_bytes")
             cap = _get(runs, p, f, "capacity_bytes")
             if e is not None:
+                d = _get(runs, p, f, "dtoh_bytes") or 0
                 lines.append(f"{p} f{f:g}: DtoH eviction {e / MiB:,.0f} MiB, HtoD {h / MiB:,.0f} "
-                             f"MiB, capacity {cap / MiB:,.0f} MiB")
+                             f"MiB, capacity {cap / MiB:,.0f} MiB; HtoD - DtoH - capacity = "
+                             f"{(h - d - cap) / MiB:,.0f} MiB (> 0: DtoH records missing, "
+                             "since what stays on the GPU fits in its capacity)")
     say("H3 (eviction copies every GPU-resident page back): confirmed where DtoH eviction ~ "
         "HtoD - capacity for GPU- and host-written data alike; a read-only host array with "
-        "HtoD > capacity and no DtoH refutes it for clean host data", lines)
+        "HtoD > capacity, no DtoH and ~0% CPU-mapped at the end means lost records, not a "
+        "clean eviction", lines)
     # H4/H5: partial blocks and small allocations
     lines = []
     for p in ("partial_16k", "partial_0k", "small_allocs"):

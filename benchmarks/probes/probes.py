@@ -94,7 +94,7 @@ BY_NAME = {p.name: p for p in PROBES}
 
 RUN_COLUMNS = ["probe", "args", "factor", "status", "exit_status", "censored", "timeout_s",
                "footprint_bytes", "free_bytes", "reserve_bytes", "capacity_bytes",
-               "gpu_total_bytes", "balloon_bytes", "real_s", "wall_s", "kernels_n",
+               "free_at_exit_bytes", "gpu_total_bytes", "balloon_bytes", "real_s", "wall_s", "kernels_n",
                "kernel_ms"]
 COUNTER_COLUMNS = ["gpu_fault_records", "gpu_page_faults", "htod_bytes", "htod_demand_bytes",
                    "htod_prefetch_bytes", "htod_user_bytes", "htod_access_counters_bytes",
@@ -300,6 +300,7 @@ def probe_row(r: dict[str, Any]) -> dict[str, Any]:
                    timeout_s=f"{r['timeout_s']:g}", footprint_bytes=r["footprint_bytes"],
                    free_bytes=_num(fb), reserve_bytes=res,
                    capacity_bytes="" if fb is None else fb - res,
+                   free_at_exit_bytes=_num(r.get("free_at_exit_bytes")),
                    gpu_total_bytes=_num(r.get("gpu_total_bytes")),
                    balloon_bytes=r.get("balloon_bytes", 0), real_s=f"{r['real_s']:.6f}",
                    wall_s=f"{r['wall_s']:.3f}", kernels_n=r["kernels_n"],

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import os
 import shlex
@@ -225,9 +226,17 @@ def _kernel_table(kact: list[dict[str, Any]], um: np.ndarray) -> tuple[dict[str,
 
 
 # --------------------------------------------------------------------------- running
-def _gpu_info() -> dict[str, Any]:
+@functools.lru_cache(maxsize=1)
+def _gpu_info_cached() -> tuple[tuple[str, Any], ...]:
     from .record import _gpu_info as gi
-    return gi()
+    return tuple(gi().items())
+
+
+def _gpu_info() -> dict[str, Any]:
+    """The GPU, driver and toolkit (nvidia-smi, twice): asked once per process, since a
+    series of runs (benchmarks/probes) would otherwise spend a fraction of a second on it
+    for every run."""
+    return dict(_gpu_info_cached())
 
 
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
