@@ -25,7 +25,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -187,9 +186,9 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
 # --------------------------------------------------------------------------- raw files
 def summarize_raw(raw_dir: str | os.PathLike) -> dict[str, Any]:
     """Kernels, counters, balloon and end lines of a run's raw files (the busiest process)."""
-    from .record import _pick_process, read_raw_pass, timing_order
+    from .record import pick_process, read_raw_pass, timing_order
     notes: list[str] = []
-    rp = _pick_process(read_raw_pass(raw_dir, "timing"), notes)
+    rp = pick_process(read_raw_pass(raw_dir, "timing"), notes)
     if rp is None:
         return {"raw": None, "notes": notes}
     # a kernel still running when the watchdog flushed comes back with no end time
@@ -227,16 +226,11 @@ def _kernel_table(kact: list[dict[str, Any]], um: np.ndarray) -> tuple[dict[str,
 
 # --------------------------------------------------------------------------- running
 @functools.lru_cache(maxsize=1)
-def _gpu_info_cached() -> tuple[tuple[str, Any], ...]:
-    from .record import _gpu_info as gi
-    return tuple(gi().items())
-
-
-def _gpu_info() -> dict[str, Any]:
-    """The GPU, driver and toolkit (nvidia-smi, twice): asked once per process, since a
-    series of runs (benchmarks/probes) would otherwise spend a fraction of a second on it
-    for every run."""
-    return dict(_gpu_info_cached())
+def _gpu_info() -> tuple[tuple[str, Any], ...]:
+    """The GPU, driver and toolkit (nvidia-smi, twice), asked once per process: a series of
+    runs (benchmarks/probes) would otherwise spend a fraction of a second on it each."""
+    from .record.collector import gpu_info
+    return tuple(gpu_info().items())
 
 
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
@@ -268,41 +262,26 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     if not isinstance(reserve, (int, np.integer)) or reserve < 0:
         raise RunError(f"--reserve must be a non-negative number of bytes, got {reserve!r}")
     target = free_target_bytes(footprint, factor) + int(reserve)
-    from .record import find_library
+    from .record.collector import collector_env, find_library, run_program
     library = find_library(lib)
 
     raw = Path(keep_raw) if keep_raw else Path(tempfile.mkdtemp(prefix="uvmsim-run-"))
     raw.mkdir(parents=True, exist_ok=True)
     for p in raw.glob("timing.*"):
         p.unlink()
-    env = dict(os.environ)
-    env.update(extra_env or {})
-    env.update({"UVMTRACE_PASS": "timing", "UVMTRACE_OUT": str(raw),
-                "CUDA_INJECTION64_PATH": str(library),
-                "UVMTRACE_PREFETCH_MANAGED": "0",
-                "UVMTRACE_UM_COUNTERS": "1" if counters else "0",
-                "UVMTRACE_UM_BINARY": "1",
-                "UVMTRACE_BALLOON_FOOTPRINT": str(int(footprint)),
-                "UVMTRACE_BALLOON_FREE_TARGET": str(int(target)),
-                "UVMTRACE_DEADLINE_S": repr(float(timeout_s))})
+    env = collector_env("timing", library, raw, user_env=extra_env, settings={
+        "UVMTRACE_PREFETCH_MANAGED": "0",
+        "UVMTRACE_UM_COUNTERS": "1" if counters else "0",
+        "UVMTRACE_UM_BINARY": "1",
+        "UVMTRACE_BALLOON_FOOTPRINT": str(int(footprint)),
+        "UVMTRACE_BALLOON_FREE_TARGET": str(int(target)),
+        "UVMTRACE_DEADLINE_S": repr(float(timeout_s))})
     t0 = time.perf_counter()
-    killed = False
-    try:
-        proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
-    except OSError as e:
-        raise RunError(f"cannot run {cmd[0]!r}: {e.strerror}") from e
-    try:
-        rc = proc.wait(timeout=timeout_s + grace_s)
-    except subprocess.TimeoutExpired:
-        killed = True  # the library's watchdog did not end it: end the whole process group
-        os.killpg(proc.pid, signal.SIGKILL)
-        rc = proc.wait()
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
+    # the library's watchdog ends the run at the timeout; should it not, the whole process
+    # group is killed grace_s later
+    ended = run_program(cmd, env, deadline_s=timeout_s + grace_s, error=RunError)
+    killed, status = ended.killed, ended.status
     wall = time.perf_counter() - t0
-    status = 128 - rc if rc < 0 else rc
     try:
         s = summarize_raw(raw)
     finally:
