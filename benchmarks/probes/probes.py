@@ -247,7 +247,7 @@ def run_one(binary: Path, probe: Probe, factor: float, work: Path, lib: str | No
 
 def device(out: Path, factors: list[float], probes: list[Probe], deadline_s: float,
            started_at: float, record: bool, binary: Path, lib: str | None = None,
-           work: Path = WORK, grace_s: float = 20.0) -> int:
+           work: Path = WORK, grace_s: float = 10.0) -> int:
     for d in ("runs", "logs", "raw", "traces"):
         (work / d).mkdir(parents=True, exist_ok=True)
 
@@ -267,7 +267,8 @@ def device(out: Path, factors: list[float], probes: list[Probe], deadline_s: flo
         for p in probes:
             if (work / "runs" / f"{key(p.name, f)}.json.gz").exists():
                 continue
-            if left_s() < p.timeout_s + 8:
+            # worst case: the timeout, then the runner's kill `grace_s` later, then the summary
+            if left_s() < p.timeout_s + grace_s + 5:
                 not_done.append(key(p.name, f))
                 continue
             run_one(binary, p, f, work, lib, grace_s)
