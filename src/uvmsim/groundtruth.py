@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import os
 import shlex
@@ -34,18 +35,27 @@ import numpy as np
 
 from .errors import UserError, parse_env, run_command
 
-__all__ = ["UM_DTYPE", "RunError", "attribute_records", "configure_parser", "counts_by_kernel",
-           "free_target_bytes", "peak_live_managed_bytes", "footprint_from_trace", "run",
-           "run_from_args", "summarize_raw"]
+__all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
+           "counts_by_kernel", "free_target_bytes", "peak_live_managed_bytes",
+           "footprint_from_trace", "run", "run_from_args", "summarize_raw"]
 
 #: one unified-memory counter record as the timing pass writes it (native_trace/src/common.h)
 UM_DTYPE = np.dtype([("counter", "<u4"), ("flags", "<u4"), ("value", "<u8"), ("start", "<u8"),
                      ("end", "<u8"), ("address", "<u8"), ("src", "<u4"), ("dst", "<u4")])
 # CUpti_ActivityUnifiedMemoryCounterKind
-HTOD, DTOH, CPU_FAULT, GPU_FAULT, THRASHING, THROTTLING = 1, 2, 3, 4, 5, 6
-# CUpti_ActivityUnifiedMemoryMigrationCause (the flags of transfer records): demand
-# migrations are coherence, the driver's prefetches prefetch, evictions eviction
+HTOD, DTOH, CPU_FAULT, GPU_FAULT, THRASHING, THROTTLING, REMOTE_MAP = 1, 2, 3, 4, 5, 6, 7
+# CUpti_ActivityUnifiedMemoryMigrationCause (flags of transfer records)
+CAUSES = {0: "unknown", 1: "user", 2: "coherence", 3: "prefetch", 4: "eviction",
+          5: "access_counters"}
+# the causes of demand migrations, the driver's prefetches and evictions
 MIG_COHERENCE, MIG_PREFETCH, MIG_EVICTION = 2, 3, 4
+#: the transfer bytes by (direction, cause) beyond the three named above (demand = HtoD
+#: coherence, prefetch = HtoD prefetch, eviction = DtoH eviction): every cause CUPTI gives
+CAUSE_COLUMNS = {f"{d}_{name}_bytes": (counter, cause)
+                 for d, counter in (("htod", HTOD), ("dtoh", DTOH))
+                 for cause, name in CAUSES.items()
+                 if (counter, cause) not in ((HTOD, MIG_COHERENCE), (HTOD, MIG_PREFETCH),
+                                             (DTOH, MIG_EVICTION))}
 EXIT_REFUSED = 87   # the library refused: footprint > free memory (native_trace/src/balloon.cpp)
 EXIT_TIMEOUT = 124  # the library's watchdog ended the run (as timeout(1) does)
 #: the watchdog's flush of CUPTI can block; its alarm then ends the process (128 + SIGALRM)
@@ -140,8 +150,11 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
     Per kernel: ``gpu_page_faults`` (sum of GPU_PAGE_FAULT values: CUPTI's count of fault
     groups per faulting page), ``gpu_fault_records``, ``htod_bytes``, ``dtoh_bytes``,
     ``htod_demand_bytes`` (cause coherence), ``htod_prefetch_bytes`` (driver prefetch),
-    ``dtoh_eviction_bytes``, ``thrashing`` and ``throttling`` records. A record belongs to the
-    kernel running at its start.
+    ``dtoh_eviction_bytes``, the bytes of every other (direction, cause) pair as
+    ``{htod|dtoh}_{cause}_bytes`` (`CAUSE_COLUMNS`), ``thrashing`` and ``throttling``
+    records, ``remote_map_records`` and ``remote_map_bytes`` (mappings of memory left where it
+    is), and ``cpu_page_faults`` (CPU fault records). A record belongs to the kernel running
+    at its start; `outside` sums the records that fell outside every kernel.
     """
     n = len(k_start)
     um = np.asarray(um, UM_DTYPE)
@@ -158,14 +171,18 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
         "dtoh_eviction_bytes": ((c == DTOH) & (f == MIG_EVICTION), v),
         "thrashing": (c == THRASHING, one),
         "throttling": (c == THROTTLING, one),
+        "remote_map_records": (c == REMOTE_MAP, one),
+        "remote_map_bytes": (c == REMOTE_MAP, v),
+        "cpu_page_faults": (c == CPU_FAULT, one),
     }
+    for name, (counter, cause) in CAUSE_COLUMNS.items():
+        sel[name] = ((c == counter) & (f == cause), v)
     per: dict[str, np.ndarray] = {}
     outside: dict[str, int] = {}
     for name, (m, val) in sel.items():
         w = np.where(m, val, 0)
         per[name] = _sum_by(idx, w, n)
         outside[name] = int(w[idx < 0].sum())
-    outside["cpu_page_faults"] = int((c == CPU_FAULT).sum())
     return per, outside
 
 
@@ -206,12 +223,19 @@ def _kernel_table(kact: list[dict[str, Any]], um: np.ndarray) -> tuple[dict[str,
                              "duration_ns": (end - start).tolist()}
     table.update({k: v.tolist() for k, v in per.items()})
     totals = {k: int(v.sum()) + outside[k] for k, v in per.items()}
-    totals["cpu_page_faults"] = outside["cpu_page_faults"]
     in_kernels = {k: int(v.sum()) for k, v in per.items()}
     return table, totals, {"outside_kernels": outside, "in_kernels": in_kernels}
 
 
 # --------------------------------------------------------------------------- running
+@functools.lru_cache(maxsize=1)
+def _gpu_info() -> tuple[tuple[str, Any], ...]:
+    """The GPU, driver and toolkit (nvidia-smi, twice), asked once per process: a series of
+    runs (benchmarks/probes) would otherwise spend a fraction of a second on it each."""
+    from .record.collector import gpu_info
+    return tuple(gpu_info().items())
+
+
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
         trace: str | os.PathLike | None = None, timeout_s: float = 300.0,
         lib: str | os.PathLike | None = None, counters: bool = True,
@@ -307,8 +331,7 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
         "totals": totals, **split, "kernels": table,
         "raw_complete": bool(end), "notes": s.get("notes") or [],
     }
-    from .record.collector import gpu_info
-    result.update(gpu_info())
+    result.update(_gpu_info())
     if out is not None:
         o = Path(out)
         o.parent.mkdir(parents=True, exist_ok=True)

@@ -58,10 +58,9 @@ def block_service_rank(trace: Trace, T=None) -> np.ndarray:
     return rank
 
 
-def block_vbase(T, tenant: int = 0) -> np.ndarray:
-    """Translation base of each VA block: tenant << 44 | virtual page of window position 0."""
-    return (np.int64(tenant) << np.int64(44)) + (T.b_first_vpage.astype(np.int64)
-                                                 - T.b_lo.astype(np.int64))
+def block_vbase(T) -> np.ndarray:
+    """Translation base of each VA block: the virtual page of its window position 0."""
+    return T.b_first_vpage.astype(np.int64) - T.b_lo.astype(np.int64)
 
 
 def feature_vector(model: Model) -> np.ndarray:
@@ -130,14 +129,15 @@ class Merged:
     ten_ev: np.ndarray      # int64[n_t+1] event range of each tenant
     k_off: np.ndarray       # int64[n_t+1] kernel range of each tenant
     b_rank: np.ndarray      # service order of blocks (within each tenant: its own order)
-    b_vbase: np.ndarray     # translation base of each block (tenant in bits 44+)
+    b_vbase: np.ndarray     # translation base of each block (block_vbase)
+    b_tenant: np.ndarray    # tenant of each block
 
 
 def _alone(trace: Trace, T: TraceArrays) -> Merged:
     """One trace as a mix of one: its own arrays, not copied."""
     return Merged(T, np.array([0, T.ev_op.size], np.int64),
                   np.array([0, trace.n_kernels], np.int64), block_service_rank(trace, T),
-                  block_vbase(T))
+                  block_vbase(T), np.zeros(T.b_alloc.size, np.int64))
 
 
 def merge_traces(traces: Sequence[Trace]) -> Merged:
@@ -146,7 +146,7 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
     of disjoint tenants."""
     parts: dict[str, list[np.ndarray]] = {f: [] for f in TraceArrays._fields}
     off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
-    ten_ev, k_off, ranks, vbases = [0], [0], [], []
+    ten_ev, k_off, ranks, vbases, tens = [0], [0], [], [], []
     for i, tr in enumerate(traces):
         if tr.rows is not None:
             raise ConfigError(f"tenant {i}: a streamed trace replays alone (load it in "
@@ -168,7 +168,8 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
                 x = (x[:-1] + off["r"]).astype(x.dtype)
             parts[f].append(x)
         ranks.append(block_service_rank(tr, T) + off["b"])
-        vbases.append(block_vbase(T, i))
+        vbases.append(block_vbase(T))
+        tens.append(np.full(T.b_alloc.size, i, np.int64))
         off["a"] += T.a_host.size
         off["p"] += T.page_block.size
         off["b"] += T.b_alloc.size
@@ -187,7 +188,8 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
     arrays = TraceArrays(*(np.ascontiguousarray(np.concatenate(parts[f]))
                            for f in TraceArrays._fields))
     return Merged(arrays, np.array(ten_ev, np.int64), np.array(k_off, np.int64),
-                  np.concatenate(ranks).astype(np.int64), np.concatenate(vbases))
+                  np.concatenate(ranks).astype(np.int64), np.concatenate(vbases),
+                  np.concatenate(tens))
 
 
 def contiguous(st: tuple) -> tuple:
@@ -353,7 +355,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
         fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
     S = new_state(n_pages, n_blocks, pool, int(mix.k_off[-1]), m.fault_batch_size,
                   mix.b_rank, m.hardware.vector(), translation=tr, b_vbase=mix.b_vbase,
-                  n_out_rows=n_t, features=fv, capacity=cap, n_tenants=n_t,
+                  b_tenant=mix.b_tenant, n_out_rows=n_t, features=fv, capacity=cap, n_tenants=n_t,
                   mem=contiguous(mem.init(MemoryContext(n_t, cap))))
     wctx, wst = walker_state(wk, S, n_t)
     sst = contiguous(sch.init(SchedContext(n_t, cap, T)))
