@@ -6,6 +6,8 @@ njit loses the row and event numbers the caller needs for its message.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -193,6 +195,11 @@ class RowState:
         self.seen[:n * 64] = seen[:n * 64]
         _rehash(self.h_key, self.h_slot, self.slot_key, n)
 
+    def arrays(self) -> "RowArrays":
+        """The arrays resolve_rows takes (again after each `grow`, which replaces some)."""
+        return RowArrays(self.st, self.live, self.k_row_start, self.h_key, self.h_slot,
+                         self.slot_key, self.slot_stamp, self.seen)
+
     @property
     def n_slots(self) -> int:
         return int(self.st[S_NSLOTS])
@@ -216,17 +223,28 @@ def _rehash(h_key, h_slot, slot_key, n):
         h_slot[i] = s
 
 
+#: what resolve_rows reads of the small tables (built once per trace by io.py): kernel ids
+#: sorted and their ranks, each kernel's event, the events' ops and allocations, the
+#: allocations' byte and page ranges and block keys (a_block0), and each kernel's n_slices
+RowTables = namedtuple("RowTables", "kid_sorted kid_rank k_event ev_op ev_alloc a_base a_end "
+                                    "a_first_page a_last_page a_block0 nslices_by_rank")
+#: one batch of access rows, as columns (slices: size 0 when the trace has none)
+RowBatch = namedtuple("RowBatch", "kid page flags count order slices")
+#: the arrays resolved rows go to (slices: size 0 when the trace has none)
+RowOut = namedtuple("RowOut", "page flags count slices")
+#: RowState's arrays, as resolve_rows takes them
+RowArrays = namedtuple("RowArrays", "st live k_row_start h_key h_slot slot_key slot_stamp seen")
+
+
 @njit(cache=True)
-def resolve_rows(st, live, k_row_start, h_key, h_slot, slot_key, slot_stamp, seen,
-                 kid_sorted, kid_rank, k_event, ev_op, ev_alloc, a_base, a_end, a_first_page,
-                 a_last_page, a_block0, b_kid, b_page, b_flags, b_count, b_order, b_slices,
-                 nslices_by_rank, drop, out0, out_page, out_flags, out_count, out_slices):
+def resolve_rows(rs, tables, batch, drop, out0, out):
     """Validate one batch of access rows and append them, as slot pages (see MAX_SLOTS),
     to the outputs.
 
-    `b_slices` is the v1.1 slices column (size 0 when the trace has none; then
-    nslices_by_rank and out_slices are unused). Output row i (counted over the whole trace)
-    goes to out_*[i - out0]: out0 is 0 when the outputs hold every row, the first row of
+    `rs` is a RowState's arrays (RowState.arrays), `tables` a RowTables, `batch` a RowBatch
+    and `out` a RowOut. The batch's slices column has size 0 when the trace has none; then
+    nslices_by_rank and out.slices are unused. Output row i (counted over the whole trace)
+    goes to out.*[i - out0]: out0 is 0 when the outputs hold every row, the first row of
     the batch when they hold one batch. `a_block0[a]` is allocation a's first block key
     minus its first window, so a page's block key is a_block0[a] + (page >> 9). Returns
     (err, row_in_batch, detail): detail is the kernel rank, the row's page or the kernel's
@@ -235,6 +253,17 @@ def resolve_rows(st, live, k_row_start, h_key, h_slot, slot_key, slot_stamp, see
     between batches; the caller sized the outputs for the rows (io.py checks each batch
     against them), and every index below is checked before use.
     """
+    st, live, k_row_start = rs.st, rs.live, rs.k_row_start
+    h_key, h_slot, slot_key, slot_stamp, seen = (rs.h_key, rs.h_slot, rs.slot_key,
+                                                 rs.slot_stamp, rs.seen)
+    kid_sorted, kid_rank, k_event = tables.kid_sorted, tables.kid_rank, tables.k_event
+    ev_op, ev_alloc = tables.ev_op, tables.ev_alloc
+    a_base, a_end, a_block0 = tables.a_base, tables.a_end, tables.a_block0
+    a_first_page, a_last_page = tables.a_first_page, tables.a_last_page
+    nslices_by_rank = tables.nslices_by_rank
+    b_kid, b_page, b_flags, b_count, b_order, b_slices = (
+        batch.kid, batch.page, batch.flags, batch.count, batch.order, batch.slices)
+    out_page, out_flags, out_count, out_slices = out.page, out.flags, out.count, out.slices
     has_slices = b_slices.size > 0
     n_live = st[S_NLIVE]
     out = st[S_OUT]

@@ -641,15 +641,15 @@ def _resolve_batch(plan: _RowPlan, rs, batch: pa.RecordBatch, done: int, out0: i
     kid, page = cols["kernel_id"], cols["page"].view(np.int64)
     flags, count, order = cols["flags"], cols["count"], cols["order"]
     slices = cols["slices"] if plan.has_slices else _NO_SLICES
+    tables = R.RowTables(plan.kid_sorted, plan.kid_rank, plan.k_event, plan.op, plan.ev_alloc,
+                         plan.base, plan.end, plan.first_page, plan.last_page, plan.block0,
+                         plan.nslices_by_rank)
+    out = R.RowOut(out_page, out_flags, out_count, out_slices)
     r0 = 0
     while True:
-        err, r, detail = R.resolve_rows(
-            rs.st, rs.live, rs.k_row_start, rs.h_key, rs.h_slot, rs.slot_key, rs.slot_stamp,
-            rs.seen, plan.kid_sorted, plan.kid_rank, plan.k_event, plan.op, plan.ev_alloc,
-            plan.base, plan.end, plan.first_page, plan.last_page, plan.block0, kid[r0:],
-            page[r0:], flags[r0:], count[r0:], order[r0:], slices[r0:] if slices.size else
-            slices, plan.nslices_by_rank, plan.drop, out0, out_page, out_flags, out_count,
-            out_slices)
+        batch_left = R.RowBatch(kid[r0:], page[r0:], flags[r0:], count[r0:], order[r0:],
+                                slices[r0:] if slices.size else slices)
+        err, r, detail = R.resolve_rows(rs.arrays(), tables, batch_left, plan.drop, out0, out)
         if err == R.E_GROW:
             rs.grow()
             r0 += int(r)
