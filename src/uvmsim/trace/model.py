@@ -80,6 +80,19 @@ class Trace:
         return int(self.rows.n_rows if self.rows is not None else self.arrays.row_page.size)
 
     @property
+    def streams(self):
+        """The v1.2 per-thread-block access streams (`uvmsim.trace.streams.Streams`), read
+        and checked on first use; None when the trace has none."""
+        from .streams import get
+        return get(self)
+
+    @property
+    def launch(self):
+        """The v1.2 launch columns by kernel rank (`uvmsim.trace.streams.LaunchArrays`)."""
+        from .streams import launch_arrays
+        return launch_arrays(self)
+
+    @property
     def footprint_bytes(self) -> int:
         """Bytes of all non-host allocations (sum of sizes)."""
         a = self.allocations
