@@ -375,3 +375,248 @@ def test_merge_and_copy_keep_v11_behaviour(tmp_path):
     (q / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(TraceFormatError, match="unknown minor version 3"):
         load_trace(q)
+
+
+# --------------------------------------------------------------------------- the collector's side
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+BASE = 0x7F0000000000
+P0 = BASE >> 12
+
+
+@pytest.fixture(scope="module")
+def stream_check(tmp_path_factory):
+    """native_trace/src/streams_host.h compiled into a small program (no CUDA needed)."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    exe = tmp_path_factory.mktemp("shc") / "streams_host_check"
+    import subprocess
+    r = subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                        str(REPO / "native_trace" / "tests" / "streams_host_check.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _run_cpp(exe, block, page, t, flags, n_acc, ends, min_unit=12, factor=8, tick_bits=18):
+    import subprocess
+    lines = [f"{min_unit} {factor} {tick_bits} {n_acc} {len(block)} {len(ends)}"]
+    lines += [f"{b} {p} {x} {f}" for b, p, x, f in zip(block, page, t, flags)]
+    lines += [f"{b} {e}" for b, e in ends.items()]
+    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    unit, tick = map(int, out[0].split())
+    nb = int(out[1])
+    blocks = [tuple(map(int, ln.split())) for ln in out[2:2 + nb]]
+    nr = int(out[2 + nb])
+    rows = [tuple(map(int, ln.split())) for ln in out[3 + nb:3 + nb + nr]]
+    return unit, tick, blocks, rows
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_cpp_stream_rule_equals_python(stream_check, seed):
+    """The collector's C++ (streams_host.h) and the Python rule give the same stream."""
+    rng = np.random.default_rng(seed)
+    n_blocks = int(rng.integers(1, 40))
+    per = int(rng.integers(1, 60))
+    spread = int(rng.choice([8, 64, 4096, 1 << 20]))
+    block = np.repeat(np.arange(n_blocks), per)
+    page = P0 + rng.integers(0, spread, block.size)
+    # one entry per (block, page), as the device makes them
+    key = np.unique(np.stack([block, page], 1), axis=0)
+    block, page = key[:, 0], key[:, 1]
+    t = (10**9 + rng.integers(0, int(rng.choice([1000, 10**6, 10**9])), block.size))
+    flags = rng.integers(1, 8, block.size)
+    n_acc = int(np.unique(page).size)
+    ends = {int(b): int(t[block == b].max() + rng.integers(0, 5000))
+            for b in np.unique(block) if rng.random() < 0.7}
+    min_unit = int(rng.choice([12, 12, 16, 21]))
+    factor = int(rng.choice([8, 1, 0]))
+    u, tick, sb, sa = S.stream_tables(3, block, page, t, flags, n_acc, block_end_ns=ends,
+                                      min_unit=min_unit, factor=factor)
+    cu, ctick, cb, cr = _run_cpp(stream_check, block, page, t, flags, n_acc, ends, min_unit,
+                                 factor)
+    assert cu == u
+    if u == 0:
+        return
+    assert ctick == tick
+    nrows = sa.groupby("block").size().reindex(sb["block"]).to_numpy()
+    assert cb == [(int(b), int(n), int(s0), int(s1)) for b, n, s0, s1 in
+                  zip(sb["block"], nrows, sb["t_start"], sb["t_end"])]
+    assert cr == [(int(p), int(x), int(f)) for p, x, f in zip(sa["page"], sa["t"], sa["flags"])]
+
+
+def test_cpp_stream_over_bound(stream_check):
+    # 2 blocks each touching 1 GiB-apart pages: 4 rows at every unit, bound 0 x 2 + 2
+    block = np.array([0, 0, 1, 1])
+    page = np.array([P0, P0 + (1 << 19), P0, P0 + (1 << 19)])
+    args = (block, page, np.array([1, 2, 3, 4]), np.ones(4, np.int64), 2)
+    assert _run_cpp(stream_check, *args, {}, factor=0)[0] == 0
+    assert S.stream_tables(0, *args, factor=0)[0] == 0
+
+
+def _raw(tmp_path, kernels, stream_lines, blk_recs, row_recs, timing=None):
+    """A page pass with one 4 MiB allocation, the given kernel lines (each followed by its
+    stream line) and stream records."""
+    from uvmsim.record import REC_DTYPE, read_raw_pass
+    from uvmsim.record.raw import SBLK_DTYPE, SROW_DTYPE
+    d = tmp_path / "raw"
+    d.mkdir()
+    lines = [{"t": "meta", "pass": "pages", "rec_bytes": REC_DTYPE.itemsize, "slices": True},
+             {"t": "alloc", "base": BASE, "size": 4 * MiB, "kind": "device", "name": ""}]
+    recs = []
+    for (kl, pages), sl in zip(kernels, stream_lines):
+        kl = dict(kl, off=len(recs) * REC_DTYPE.itemsize, n=len(pages))
+        recs += [(p, 1, f, 1) for p, f in pages]
+        lines += [kl] + ([sl] if sl else [])
+    lines.append({"t": "end"})
+    (d / "pages.7.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    np.asarray(recs, REC_DTYPE).tofile(d / "pages.7.bin")
+    with open(d / "pages.7.streams.bin", "wb") as f:
+        f.write(np.asarray(blk_recs, SBLK_DTYPE).tobytes())
+        f.write(np.asarray(row_recs, SROW_DTYPE).tobytes())
+    if timing is not None:
+        (d / "timing.7.jsonl").write_text("".join(json.dumps(x) + "\n" for x in timing))
+    (pages,) = read_raw_pass(d, "pages")
+    tim = read_raw_pass(d, "timing")
+    return pages, (tim[0] if tim else None)
+
+
+def _kline(name="k", **kw):
+    return {"t": "kernel", "name": name, "grid": "2,1,1", "block": "128,1,1", "stream": 0,
+            "n_blocks": 2, "threads": 128, "cluster": 1, "regs": 40, "smem_static": 0,
+            "smem_dyn": 256, "smem_dyn_dev": 256, "sm_count": 132, "occupancy": 12,
+            "unknown": 0, "dropped": 0, "n_slices": 1, "slice_ns": 1024, **kw}
+
+
+def _sline(**kw):
+    return {"t": "stream", "status": "ok", "unit": 12, "tick_ns": 2, "b_off": 0, "b_n": 2,
+            "r_off": 32, "r_n": 3, **kw}
+
+
+BLK = [(0, 2, 0, 10), (1, 1, 3, 9)]
+ROWS = [(P0 + 1, 0, 2), (P0, 4, 2), (P0 + 2, 0, 1)]
+PAGES = [(P0 + 1, 2), (P0, 2), (P0 + 2, 1)]
+
+
+def test_raw_streams_to_tables_and_back(tmp_path):
+    from uvmsim.record import build_tables
+    timing = [{"t": "kact", "name": "k", "grid": "2,1,1", "block": "128,1,1", "corr": 1,
+               "start": 0, "end": 500, "graph": 0, "regs": 38, "smem_static": 0,
+               "smem_dyn": 256}]
+    pages, tim = _raw(tmp_path, [(_kline(), PAGES)], [_sline()], BLK, ROWS, timing)
+    tables, stats = build_tables(pages, tim)
+    k = tables["kernels"]
+    assert k["n_blocks"].tolist() == [2] and k["threads_per_block"].tolist() == [128]
+    assert k["max_blocks_per_sm"].tolist() == [12] and k["sm_count"].tolist() == [132]
+    # registers from the uninstrumented (timing) pass; the difference is reported
+    assert k["regs_per_thread"].tolist() == [38]
+    assert stats["launch_attribute_mismatches"] == 1
+    assert "regs 40 (page pass) vs 38 (timing pass)" in stats["launch_attribute_mismatch_examples"][0]
+    assert k["stream_unit"].tolist() == [12] and k["stream_tick_ns"].tolist() == [2]
+    assert tables["blocks"][["block", "t_start", "t_end"]].values.tolist() == [[0, 0, 10], [1, 3, 9]]
+    assert tables["block_accesses"][["block", "page", "t", "flags"]].values.tolist() == [
+        [0, P0 + 1, 0, 2], [0, P0, 4, 2], [1, P0 + 2, 0, 1]]
+    assert stats["streams"]["with_stream"] == 1 and stats["streams"]["rows"] == 3
+    out = tmp_path / "t.uvmtrace"
+    uvmsim.write_trace(out, **tables)
+    assert json.loads((out / "manifest.json").read_text())["minor"] == 2
+    s = load_trace(out).streams
+    assert s.row_t.tolist() == [0, 8, 0] and s.blk_t_end.tolist() == [20, 18]
+
+
+@pytest.mark.parametrize("sline,blk,rows,reason", [
+    (_sline(status="table_full"), BLK, ROWS, "table_full"),
+    (_sline(), [(0, 2, 0, 10), (1, 1, 3, 9)], [(P0 + 1, 0, 2), (P0, 11, 2), (P0 + 2, 0, 1)],
+     "breaks R_T_RANGE"),
+    (_sline(), BLK, [(P0 + 1, 0, 2), (P0, 4, 2), (P0 + 3, 0, 1)], "breaks R_NOT_ACCESSED"),
+    (_sline(), [(0, 3, 0, 10)], [(P0 + 1, 0, 2), (P0, 4, 2), (P0 + 2, 4, 4)],
+     "breaks R_FLAGS_SUBSET"),
+    (_sline(b_n=1, r_off=16, r_n=2), [(0, 2, 0, 10)], [(P0 + 1, 0, 2), (P0, 4, 2)],
+     "breaks R_UNCOVERED"),
+    (_sline(unit=40), BLK, ROWS, "bad_line"),
+])
+def test_a_broken_stream_leaves_the_kernel_without_one(tmp_path, sline, blk, rows, reason):
+    from uvmsim.record import build_tables
+    pages, _ = _raw(tmp_path, [(_kline(), PAGES), (_kline("k2"), PAGES)], [sline, _sline()],
+                    blk + BLK, rows + ROWS)
+    # the file holds both kernels' blocks, then both kernels' rows
+    nb = 16 * (len(blk) + len(BLK))
+    pages.lines[3].update(b_n=len(blk), r_off=nb, r_n=len(rows))
+    pages.lines[5].update(b_off=16 * len(blk), r_off=nb + 16 * len(rows))
+    tables, stats = build_tables(pages, None)
+    assert tables["kernels"]["stream_unit"].isna().tolist() == [True, False]
+    assert stats["streams"]["without_stream_by_reason"] == {reason: 1}
+    uvmsim.write_trace(tmp_path / "w.uvmtrace", **tables)  # still a valid trace
+
+
+def test_stream_rows_outside_live_allocations_are_dropped(tmp_path):
+    from uvmsim.record import build_tables
+    far = P0 + (8 << 8)  # beyond the 4 MiB allocation
+    pages, _ = _raw(tmp_path, [(_kline(), PAGES + [(far, 1)])],
+                    [_sline(b_n=2, r_n=4)], [(0, 3, 0, 10), (1, 1, 3, 9)],
+                    [(far, 0, 1), (P0 + 1, 1, 2), (P0, 4, 2), (P0 + 2, 0, 1)])
+    tables, stats = build_tables(pages, None)
+    assert stats["access_rows_dropped_outside_live_allocations"] == 1
+    assert stats["streams"]["rows_dropped_outside_live_allocations"] == 1
+    assert tables["block_accesses"]["page"].tolist() == [P0 + 1, P0, P0 + 2]
+    load = uvmsim.trace_from_tables(**tables)
+    assert load.streams.n_rows == 3
+
+
+def test_truncated_streams_file_is_an_error(tmp_path):
+    from uvmsim.record import RecordError, build_tables
+    pages, _ = _raw(tmp_path, [(_kline(), PAGES)], [_sline(r_n=30)], BLK, ROWS)
+    with pytest.raises(RecordError, match="beyond the file's 80"):
+        build_tables(pages, None)
+
+
+def test_raw_without_attributes_or_streams_stays_v11(tmp_path):
+    from uvmsim.record import build_tables
+    kl = {k: v for k, v in _kline().items() if k not in ("n_blocks", "threads", "cluster", "regs",
+                                                        "smem_static", "smem_dyn",
+                                                        "smem_dyn_dev", "sm_count",
+                                                        "occupancy")}
+    pages, _ = _raw(tmp_path, [(kl, PAGES)], [None], [], [])
+    tables, stats = build_tables(pages, None)
+    assert "blocks" not in tables and "n_blocks" not in tables["kernels"]
+    out = tmp_path / "v11.uvmtrace"
+    uvmsim.write_trace(out, **tables)
+    assert json.loads((out / "manifest.json").read_text())["minor"] == 1
+
+
+FAKE = '''
+import json, os, sys, numpy as np
+p, out, pid = os.environ["UVMTRACE_PASS"], os.environ["UVMTRACE_OUT"], os.getpid()
+base = 0x7F0000000000
+P0 = base >> 12
+assert p == "pages"
+kern = %s
+strm = %s
+with open(os.path.join(out, f"pages.{pid}.jsonl"), "w") as f:
+    for x in [{"t": "alloc", "base": base, "size": 1 << 22, "kind": "device", "name": ""},
+              kern, strm, {"t": "end"}]:
+        f.write(json.dumps(x) + "\\n")
+np.array([(P0 + 1, 1, 2, 1), (P0, 1, 2, 1), (P0 + 2, 1, 1, 1)],
+         dtype=[("page", "<u8"), ("count", "<u4"), ("flags", "<u4"), ("slices", "<u8")]
+         ).tofile(os.path.join(out, f"pages.{pid}.bin"))
+with open(os.path.join(out, f"pages.{pid}.streams.bin"), "wb") as f:
+    f.write(np.array(%s, dtype=[("b", "<u4"), ("n", "<u4"), ("s", "<u4"), ("e", "<u4")]).tobytes())
+    f.write(np.array(%s, dtype=[("p", "<u8"), ("t", "<u4"), ("f", "<u4")]).tobytes())
+'''
+
+
+def test_record_writes_the_streams(tmp_path):
+    from uvmsim.record import record
+    prog = tmp_path / "fake.py"
+    prog.write_text(FAKE % (repr(dict(_kline(), off=0, n=3)), repr(_sline()), repr(BLK),
+                            repr(ROWS)))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"")
+    out = tmp_path / "r.uvmtrace"
+    import sys
+    assert record(out, [sys.executable, str(prog)], "pages", lib=lib) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["minor"] == 2 and m["source"]["streams"]["with_stream"] == 1
+    t = load_trace(out, streams=True)
+    assert t.streams.blk_id.tolist() == [0, 1] and t.launch.max_blocks_per_sm.tolist() == [12]

@@ -115,7 +115,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
                     ",\"grid\":\"" + std::to_string(k->gridX) + "," + std::to_string(k->gridY) + "," + std::to_string(k->gridZ) +
                     "\",\"block\":\"" + std::to_string(k->blockX) + "," + std::to_string(k->blockY) + "," + std::to_string(k->blockZ) +
                     "\",\"stream\":" + std::to_string(k->streamId) + ",\"graph\":" + std::to_string(k->graphId) +
-                    ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) + "}");
+                    ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) +
+                    // the uninstrumented launch's resources, to check the page pass's (v1.2)
+                    ",\"regs\":" + std::to_string(k->registersPerThread) + ",\"smem_static\":" + std::to_string(k->staticSharedMemory) +
+                    ",\"smem_dyn\":" + std::to_string(k->dynamicSharedMemory) + "}");
     } else if (r->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto* u = (const CUpti_ActivityUnifiedMemoryCounter3*)r;
       ++g_um_records;

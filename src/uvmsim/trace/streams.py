@@ -396,22 +396,25 @@ def tick_for(span_ns: int, bits: int = TICK_BITS) -> int:
 
 def stream_tables(kernel_id: int, block: np.ndarray, page: np.ndarray, t_ns: np.ndarray,
                   flags: np.ndarray, n_access_rows: int, *, block_end_ns: dict | None = None,
-                  unit: int | None = None, tick_ns: int | None = None
-                  ) -> tuple[int, int, pd.DataFrame, pd.DataFrame]:
+                  unit: int | None = None, tick_ns: int | None = None,
+                  min_unit: int = MIN_STREAM_UNIT, factor: int = ROWS_FACTOR,
+                  tick_bits: int = TICK_BITS) -> tuple[int, int, pd.DataFrame, pd.DataFrame]:
     """One kernel's stream from its page-level first touches, as the collector makes it.
 
     `block`, `page`, `t_ns`, `flags`: one entry per (block, page) first touch (t_ns in any
     origin; the kernel's earliest touch becomes 0). `block_end_ns` maps a block to the time
     of its last access (default: its last first touch). `unit` and `tick_ns` override the
-    collector's choice. Returns (unit, tick_ns, blocks rows, block_accesses rows); unit 0
-    means the stream exceeds every bound (the collector then writes none).
+    collector's choice; `min_unit`, `factor` and `tick_bits` are the collector's knobs (the
+    smallest unit its device tables kept, UVMTRACE_STREAM_ROWS_FACTOR,
+    UVMTRACE_STREAM_TICK_BITS). Returns (unit, tick_ns, blocks rows, block_accesses rows);
+    unit 0 means the stream exceeds every bound (the collector then writes none).
     """
     block = np.asarray(block, np.int64)
     page = np.asarray(page, np.int64)
     t_ns = np.asarray(t_ns, np.int64)
     flags = np.asarray(flags, np.uint8)
     if unit is None:
-        unit = choose_unit(block, page, n_access_rows)
+        unit = choose_unit(block, page, n_access_rows, min_unit=min_unit, factor=factor)
     if unit == 0 or block.size == 0:
         return unit, tick_ns or 1, _empty(BLOCKS), _empty(BLOCK_ACCESSES)
     # a block runs from its first touch to its last access (its last first touch at least)
@@ -431,7 +434,7 @@ def stream_tables(kernel_id: int, block: np.ndarray, page: np.ndarray, t_ns: np.
     t0 = pd.Series(t).groupby(b).min().reindex(ub).to_numpy()
     ref = int(t0.min())
     if tick_ns is None:
-        tick_ns = tick_for(int(t1.max()) - ref)
+        tick_ns = tick_for(int(t1.max()) - ref, tick_bits)
     s_tick = (t0 - ref) // tick_ns
     e_tick = (t1 - ref) // tick_ns
     pos = np.searchsorted(ub, b)
@@ -463,3 +466,42 @@ def write_files(d: Path, tables: dict[str, pa.Table]) -> None:
         enc = {c: e for c, e in _ENCODING.items() if c in t.column_names}
         pq.write_table(t, d / f, compression="zstd", use_dictionary=["flags"],
                        column_encoding=enc)
+
+
+# --------------------------------------------------------------------------- one kernel
+_CODE_NAMES = {v: k for k, v in vars(C).items() if k[:2] in ("B_", "R_") and isinstance(v, int)}
+
+
+def check_kernel_stream(unit: int, n_blocks: int, blocks: pd.DataFrame, rows: pd.DataFrame,
+                        acc_page: np.ndarray, acc_flags: np.ndarray) -> str | None:
+    """The reader's rules for one kernel's stream against its access rows (page, flags):
+    None when they hold, else the name of the first rule broken (for a collector that
+    writes no stream rather than a trace the reader refuses)."""
+    o = np.argsort(acc_page, kind="stable")
+    av = np.asarray(acc_page, np.int64)[o]
+    af = np.asarray(acc_flags, np.uint8)[o]
+    one = np.zeros(1, np.int64)
+    k_unit = np.array([unit], np.int64)
+    kbs = np.zeros(2, np.int64)
+    b_block = blocks["block"].to_numpy(np.uint32)
+    b_t0, b_t1 = blocks["t_start"].to_numpy(np.uint32), blocks["t_end"].to_numpy(np.uint32)
+    err, _, _ = C.check_blocks(one, one, k_unit, np.array([n_blocks], np.int64),
+                               np.zeros(b_block.size, np.uint32), b_block, b_t0, b_t1, kbs)
+    if err != C.OK:
+        return _CODE_NAMES.get(err, str(err))
+    r_page = rows["page"].to_numpy(np.uint64)
+    if (r_page >= np.uint64(1 << 50)).any():
+        return "R_NOT_ACCESSED"
+    r_page = r_page.view(np.int64)
+    brs = np.zeros(b_block.size + 1, np.int64)
+    dense = np.empty(r_page.size, np.int32)
+    err, _, _ = C.check_rows(one, one, k_unit, kbs, b_block, b_t0, b_t1,
+                             np.array([0, av.size], np.int64), av, af,
+                             np.arange(av.size, dtype=np.int32),
+                             np.zeros(r_page.size, np.uint32), rows["block"].to_numpy(np.uint32),
+                             r_page, rows["t"].to_numpy(np.uint32),
+                             rows["flags"].to_numpy(np.uint8), brs, dense)
+    if err == C.OK:
+        err, _, _ = C.check_coverage(k_unit, np.array([0, av.size], np.int64), av, kbs, brs,
+                                     r_page)
+    return None if err == C.OK else _CODE_NAMES.get(err, str(err))
