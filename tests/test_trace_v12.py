@@ -503,16 +503,17 @@ def test_raw_streams_to_tables_and_back(tmp_path):
     from uvmsim.record import build_tables
     timing = [{"t": "kact", "name": "k", "grid": "2,1,1", "block": "128,1,1", "corr": 1,
                "start": 0, "end": 500, "graph": 0, "regs": 38, "smem_static": 0,
-               "smem_dyn": 256}]
+               "smem_dyn": 256, "occupancy": 10}]
     pages, tim = _raw(tmp_path, [(_kline(), PAGES)], [_sline()], BLK, ROWS, timing)
     tables, stats = build_tables(pages, tim)
     k = tables["kernels"]
     assert k["n_blocks"].tolist() == [2] and k["threads_per_block"].tolist() == [128]
-    assert k["max_blocks_per_sm"].tolist() == [12] and k["sm_count"].tolist() == [132]
-    # registers from the uninstrumented (timing) pass; the difference is reported
-    assert k["regs_per_thread"].tolist() == [38]
+    assert k["sm_count"].tolist() == [132] and k["smem_dynamic_bytes"].tolist() == [256]
+    # registers and occupancy from the uninstrumented (timing) pass; differences are reported
+    assert k["regs_per_thread"].tolist() == [38] and k["max_blocks_per_sm"].tolist() == [10]
     assert stats["launch_attribute_mismatches"] == 1
-    assert "regs 40 (page pass) vs 38 (timing pass)" in stats["launch_attribute_mismatch_examples"][0]
+    ex = stats["launch_attribute_mismatch_examples"][0]
+    assert "regs 40 (page pass) vs 38 (timing pass)" in ex and "occupancy 12 (page pass) vs 10" in ex
     assert k["stream_unit"].tolist() == [12] and k["stream_tick_ns"].tolist() == [2]
     assert tables["blocks"][["block", "t_start", "t_end"]].values.tolist() == [[0, 0, 10], [1, 3, 9]]
     assert tables["block_accesses"][["block", "page", "t", "flags"]].values.tolist() == [

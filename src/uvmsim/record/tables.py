@@ -395,19 +395,22 @@ _TIMING_ATTRS = ("regs", "smem_static", "smem_dyn")
 
 def _launch_attrs(b: PagePassTables, r: dict[str, Any], tr: dict[str, Any] | None,
                   kid: int) -> dict[str, Any]:
-    """The launch columns of a kernel line. Registers and shared memory come from the timing
-    pass when it joined (CUPTI's record of the uninstrumented launch) and are checked against
-    the page pass's (cuFuncGetAttribute on the instrumented function)."""
+    """The launch columns of a kernel line. Registers, shared memory and (for launches made
+    by a launch call) the occupancy come from the timing pass when it joined: CUPTI's record
+    of the uninstrumented launch. They are checked against the page pass's
+    (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and any
+    difference is reported."""
     if "n_blocks" not in r:
         return {}
     b.with_attrs += 1
     out = {col: r.get(f) for f, col in _ATTRS.items()}
     if tr is not None and all(f in tr for f in _TIMING_ATTRS):
-        diff = [f"{f} {r.get(f)} (page pass) vs {tr[f]} (timing pass)" for f in _TIMING_ATTRS
+        fields = _TIMING_ATTRS + (("occupancy",) if "occupancy" in tr else ())
+        diff = [f"{f} {r.get(f)} (page pass) vs {tr[f]} (timing pass)" for f in fields
                 if r.get(f) is not None and int(r[f]) != int(tr[f])]
         if diff:
             b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
-        for f in _TIMING_ATTRS:
+        for f in fields:
             out[_ATTRS[f]] = int(tr[f])
     return out
 
