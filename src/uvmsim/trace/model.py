@@ -99,8 +99,9 @@ class Trace:
         return int(a.loc[a["kind"] != "host", "size"].sum())
 
     def info(self) -> dict[str, Any]:
-        """Headline facts, as `uvmsim info` prints them."""
-        return {
+        """Headline facts, as `uvmsim info` prints them (with the v1.2 streams' when they
+        have been read)."""
+        out = {
             "path": str(self.path) if self.path else None,
             "kernels": self.n_kernels,
             "accesses": self.n_accesses,
@@ -109,8 +110,13 @@ class Trace:
             "footprint_bytes": self.footprint_bytes,
             "peak_blocks": int(self.peak_blocks),
             "dropped_rows": int(self.dropped_rows),
-            "source": self.manifest.get("source", {}),
         }
+        s = self._cache.get("streams")
+        if s is not None:
+            out.update(stream_kernels=int((s.k_unit != 0).sum()), stream_blocks=int(s.blk_id.size),
+                       stream_rows=s.n_rows)
+        out["source"] = self.manifest.get("source", {})
+        return out
 
     def __repr__(self) -> str:
         where = f" {self.path}" if self.path else ""
