@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "common.h"
+#include "host_scan.h"
 #include "streams_host.h"
 #include "uvmt_layout.h"
 
@@ -329,6 +330,26 @@ void emit_ranges(uint64_t base, const Alloc& a, const std::vector<uint64_t>& bit
 // Reads the CPU page table over every live managed allocation and writes the pages mapped
 // now that were not mapped at the last scan (and not touched by the GPU since) as host
 // accesses. Called before each GPU operation; nothing to do without managed memory.
+// PAGEMAP_SCAN (host_scan.h) is trusted once it has agreed with reading the page table on
+// kPmTrustAfter scans that found pages present, and is checked again every kPmRecheck-th scan;
+// a disagreement (or an error) switches it off for good, reported in the end line. So a kernel
+// whose ioctl does not see the UVM driver's mappings costs nothing but the checks.
+constexpr uint64_t kPmTrustAfter = 8, kPmRecheck = 256;
+bool g_pm_on = true;  // UVMTRACE_PAGEMAP_SCAN=0: always read the page table
+uint64_t g_pm_agreed = 0, g_pm_fast = 0, g_pm_checked = 0;
+std::string g_pm_off;  // why it was switched off
+
+void scan_error(const std::string& what) {
+  g_host_error = what;
+  writer().line("{\"t\":\"host_scan_error\",\"error\":" + json_str(g_host_error) + "}");
+  ::close(g_pagemap_fd);
+  g_pagemap_fd = -1;
+  g_host_on = false;
+}
+
+// Reads the CPU page table over every live managed allocation and writes the pages mapped
+// now that were not mapped at the last scan (and not touched by the GPU since) as host
+// accesses. Called before each GPU operation; nothing to do without managed memory.
 void scan_host() {
   if (!g_host_on || g_managed_live == 0) return;
   if (g_pagemap_fd < 0) {
@@ -341,33 +362,40 @@ void scan_host() {
     }
   }
   uint64_t t0 = now_ns();
-  static std::vector<uint64_t> ent(1u << 16);  // one pagemap entry per page
-  std::vector<uint64_t> now;
+  const bool check = g_pm_agreed < kPmTrustAfter || g_host_scans % kPmRecheck == 0;
+  std::vector<uint64_t> now, slow;
   for (auto& kv : g_live) {
     Alloc& a = kv.second;
     if (a.kind != "managed") continue;
     uint64_t first = kv.first >> 12;
     uint64_t last = (kv.first + a.size - 1) >> 12;
     now.assign(a.cpu_mapped.size(), 0);
-    bool any_new = false;
-    for (uint64_t p = first; p <= last;) {
-      uint64_t n = std::min<uint64_t>(ent.size(), last + 1 - p);
-      ssize_t got = pread(g_pagemap_fd, ent.data(), n * 8, (off_t)(p * 8));
-      if (got != (ssize_t)(n * 8)) {
-        g_host_error = std::string("read /proc/self/pagemap: ") + (got < 0 ? strerror(errno) : "short read");
-        writer().line("{\"t\":\"host_scan_error\",\"error\":" + json_str(g_host_error) + "}");
-        ::close(g_pagemap_fd);
-        g_pagemap_fd = -1;
-        g_host_on = false;
+    bool fast = g_pm_on && present_scan(g_pagemap_fd, first, last, now);
+    if (g_pm_on && !fast) {
+      g_pm_on = false;
+      g_pm_off = "PAGEMAP_SCAN failed or unsupported";
+    }
+    if (!fast || check) {
+      slow.assign(now.size(), 0);
+      if (int e = present_pread(g_pagemap_fd, first, last, fast ? slow : now)) {
+        scan_error(std::string("read /proc/self/pagemap: ") + strerror(e));
         return;
       }
-      for (uint64_t k = 0; k < n; ++k)
-        if (ent[k] >> 63) {  // bit 63: present in RAM
-          uint64_t i = p - first + k;
-          now[i / 64] |= 1ull << (i % 64);
+      if (fast) {
+        ++g_pm_checked;
+        if (slow != now) {
+          g_pm_on = false;
+          g_pm_off = "PAGEMAP_SCAN disagreed with /proc/self/pagemap";
+          now.swap(slow);
+        } else {
+          for (uint64_t w : slow)
+            if (w) { ++g_pm_agreed; break; }
         }
-      p += n;
+      }
+    } else {
+      ++g_pm_fast;
     }
+    bool any_new = false;
     std::vector<uint64_t> fresh(now.size());
     for (size_t w = 0; w < now.size(); ++w) {
       fresh[w] = now[w] & ~a.cpu_mapped[w];
@@ -1309,7 +1337,8 @@ void at_exit() {
                 ",\"launch_callbacks_in_graphs\":" + std::to_string(g_launch_cb_in_graph) +
                 ",\"host_scans\":" + std::to_string(g_host_scans) + ",\"host_scan_ns\":" + std::to_string(g_host_scan_ns) +
                 ",\"host_access_pages\":" + std::to_string(g_host_pages) + ",\"host_access_ranges\":" + std::to_string(g_host_ranges) +
-                ",\"host_scan_error\":" + json_str(g_host_error) + ",\"slices\":" + (g_slices_on ? "true" : "false") + ",\"graph_sync_fallbacks\":" + std::to_string(g_graph_sync_fallbacks) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
+                ",\"host_scan_error\":" + json_str(g_host_error) + ",\"pagemap_scan_fast\":" + std::to_string(g_pm_fast) +
+                ",\"pagemap_scan_checked\":" + std::to_string(g_pm_checked) + ",\"pagemap_scan_off\":" + json_str(g_pm_off) + ",\"slices\":" + (g_slices_on ? "true" : "false") + ",\"graph_sync_fallbacks\":" + std::to_string(g_graph_sync_fallbacks) + ",\"live_allocations\":" + std::to_string(g_live.size()) +
                 ",\"streams\":" + (g_streams_on ? "true" : "false") + ",\"stream_status\":" + status +
                 ",\"stream_rows\":" + std::to_string(g_stream_rows) + ",\"stream_blocks\":" + std::to_string(g_stream_blocks) +
                 ",\"stream_entries\":" + std::to_string(g_stream_entries) + ",\"kernel_span_ns\":" + std::to_string(g_kernel_span_ns) +
@@ -1338,6 +1367,7 @@ int pages_pass_init() {
   g_rec_cap_limit = env_u64("UVMTRACE_MAX_PAGES_PER_KERNEL", 0);
   g_slices_on = env_flag("UVMTRACE_SLICES", true);
   g_host_on = env_flag("UVMTRACE_HOST_ACCESS", true);
+  g_pm_on = env_flag("UVMTRACE_PAGEMAP_SCAN", true);
   g_streams_on = env_flag("UVMTRACE_STREAMS", true);
   g_attrs_on = env_flag("UVMTRACE_LAUNCH_ATTRS", true);
   g_timers_print = env_flag("UVMTRACE_TIMERS", false);
