@@ -102,6 +102,9 @@ def run_mode(mode: str, args: list[str], lib: Path, tmp: Path, env: dict[str, st
         res["per_launch_readback_bytes"] = tm.get("readback_bytes", 0) / n
         res["launches"] = n
         res["instrumented_kernel_span_s"] = end.get("kernel_span_ns", 0) / 1e9
+        res["host_scans"] = {k: end.get(k) for k in ("host_scans", "host_scan_ns",
+                                                     "pagemap_scan_fast",
+                                                     "pagemap_scan_checked", "pagemap_scan_off")}
     if "streams" in src:
         res["streams"] = src["streams"]
         res["stream_rows_per_access_row"] = (src["streams"]["rows"] / src["access_rows"]
