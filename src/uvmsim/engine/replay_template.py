@@ -17,10 +17,6 @@
 # Step names match uvmsim.reference, which models the same steps in SimPy.
 # Semantics: docs/model.md and the spec's driver-model.md.
 
-OP_ALLOC, OP_FREE, OP_KERNEL, OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_PREFETCH = range(8)
-ARG_GPU, ARG_CPU = 1, 2
-
-
 @_jit
 def evict_one(est, S, T, out_row, tick):
     """Ask the policy for a victim and copy its resident pages back (no dirty bits).
@@ -353,7 +349,7 @@ def add_fault(S, T, k, r, d, ps, nb):
     S.batch_page[nb] = d
     S.counts[k, C_FAULTS] += 1
     # C_FAULTS_WRITE is C_FAULTS_READ + 1: no branch on the row's (random) access kind
-    S.counts[k, C_FAULTS_READ + np.int64((T.row_flags[r] & 6) != 0)] += 1
+    S.counts[k, C_FAULTS_READ + np.int64((T.row_flags[r] & FLAGS_WRITE) != 0)] += 1
     return nb + 1
 
 
@@ -445,7 +441,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
                         last = ready
             ps = S.pstate[d]
             if ps & RES:
-                if ps & DUP and T.row_flags[r] & 6:
+                if ps & DUP and T.row_flags[r] & FLAGS_WRITE:
                     ft_write_dup(S, d)
                 blk = T.page_block[d]
                 EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
@@ -967,7 +963,7 @@ def ft_miss(S, T, k, r, d, now):
     UVMSmart's delayed migration of reads, then thrashing detection. True: served remotely.
     """
     d = np.int64(d)  # a row's page is int32, a host access's int64 (ft_thrash_event): one type
-    write = T.row_flags[r] & 6
+    write = T.row_flags[r] & FLAGS_WRITE
     adv = 0
     if S.fcfg[F_ADVISE] != 0.0:
         adv = S.pg_adv[d]

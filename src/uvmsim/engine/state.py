@@ -54,7 +54,6 @@ CAUSE_HTOD_COL = np.array([C_HTOD_DEMAND, C_HTOD_PREFETCH, C_HTOD_MEMCPY, -1, C_
 # its batches and copies queued for a driver busy with another tenant
 T_STALL, T_TRANSFER, T_XLATE, T_WALKQ, T_DRV_WAIT = range(5)
 N_TIMES = 5
-TIME_NAMES = ("stall_ns", "transfer_ns", "translation_ns", "walk_queue_ns", "driver_wait_ns")
 
 # hardware parameter vector (see uvmsim.config.Hardware.vector). HW_EVICT_NS: fixed cost per
 # evicted chunk; HW_DTOH_BW: peak of the device-to-host bandwidth curve (0: the host-to-device
@@ -64,7 +63,7 @@ HW_EVICT_NS, HW_DTOH_BW, HW_HOST_FAULT_NS = range(6, 9)
 N_HW = 9
 
 # scalar slots
-S_NFREE, S_TACC_NS = range(2)
+S_NFREE = 0
 # faults in the batch being serviced (S.batch_key[:n], sorted), 0 outside a service
 S_NBATCH = 2
 # the GPU's capacity in chunks; the pool (free_stack) may hold fewer: no more chunks than
@@ -161,11 +160,6 @@ REMOTE_DRIVER, REMOTE_UVMSMART = 1, 2
 ADV_PREF_GPU, ADV_PREF_CPU, ADV_ACCESSED_BY, ADV_READ_MOSTLY = 1, 2, 4, 8
 # pstate bit: the GPU copy is a read duplicate (read-mostly); dropped, not copied, on eviction
 DUP = np.uint8(8)
-OP_ADVISE = 8  # uvmsim.trace.format.OP_ADVISE
-OP_HOST_ACCESS = 10  # uvmsim.trace.format.OP_HOST_ACCESS
-# advise event args (uvmsim.trace.format.ARG_CODE)
-(ARG_SET_PREF_GPU, ARG_SET_PREF_CPU, ARG_SET_ACCESSED_BY, ARG_SET_READ_MOSTLY,
- ARG_UNSET_PREF_GPU, ARG_UNSET_PREF_CPU, ARG_UNSET_ACCESSED_BY, ARG_UNSET_READ_MOSTLY) = range(3, 11)
 
 
 @structref.register

@@ -26,11 +26,9 @@ import numpy as np
 import simpy
 
 from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
-                            ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
-                            ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
-                            ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, C_COUNTER_MIG, DUP,
+                            C_COUNTER_MIG, DUP,
                             F_AC_PENALTY, F_AC_THRESH, F_ADVISE, F_OVERSUB, F_REMOTE,
-                            OP_ADVISE, REMOTE_DRIVER, REMOTE_UVMSMART, S_CAP, C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
+                            REMOTE_DRIVER, REMOTE_UVMSMART, S_CAP, C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
                             C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP, C_PAGE_WALKS,
                             C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES, C_ZERO_FILL,
                             CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
@@ -38,7 +36,7 @@ from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_REA
                             F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
                             F_REMOTE_NS, F_SLICES, F_SMALL, F_THRASH, F_THRESH, HW_BATCH_NS,
                             HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
-                             F_ON, OP_HOST_ACCESS, POP, RES, S_FREEPG, S_NBATCH, S_NFREE,
+                             F_ON, POP, RES, S_FREEPG, S_NBATCH, S_NFREE,
                              S_VTEN, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
                             XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
@@ -48,9 +46,11 @@ from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..components.walkers import WALKERS, WalkerContext
 from ..policies.base import no_hit
 
-# event op codes (uvmsim.trace.format.OPS) and prefetch destinations
-OP_ALLOC, OP_FREE, OP_KERNEL, OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_PREFETCH = range(8)
-ARG_GPU, ARG_CPU = 1, 2
+from ..trace.format import (ARG_GPU, ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
+                            ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
+                            ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, FLAGS_WRITE, OP_ADVISE,
+                            OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL, OP_MEMSET,
+                            OP_PREFETCH)
 
 
 class FaultBuffer:
@@ -430,7 +430,7 @@ class ReferenceModel:
         thrashing pin, an accessed-by mapping (remote until an access counter notifies),
         UVMSmart's delayed migration of reads, thrashing detection. True: served remotely."""
         S, T = self.S, self.T
-        write = T.row_flags[r] & 6
+        write = T.row_flags[r] & FLAGS_WRITE
         adv = 0
         if S.fcfg[F_ADVISE]:
             adv = int(S.pg_adv[d])
@@ -682,7 +682,7 @@ class ReferenceModel:
                 self.translate(d, t, k, walks)
             ps = S.pstate[d]
             if ps & RES:
-                if ps & DUP and T.row_flags[r] & 6:
+                if ps & DUP and T.row_flags[r] & FLAGS_WRITE:
                     # a write to a read duplicate: the driver collapses the copies
                     S.pstate[d] &= ~DUP
                     S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
@@ -694,7 +694,7 @@ class ReferenceModel:
             if self.ft and self.gpu_miss(k, r, d, t):
                 continue
             S.counts[k, C_FAULTS] += 1
-            S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & 6 else C_FAULTS_READ] += 1
+            S.counts[k, C_FAULTS_WRITE if T.row_flags[r] & FLAGS_WRITE else C_FAULTS_READ] += 1
             if buf.add(d):
                 if t > env.now:
                     yield env.timeout(t - env.now)
