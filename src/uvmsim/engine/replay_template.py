@@ -31,13 +31,13 @@ def evict_one(est, S, T, out_row, tick):
     blk = np.int64(S.chunk_block[c])  # int64 like release_chunk's other callers' blocks
     if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
-    if S.scal[S_VTEN] >= 0 and (S.b_vbase[blk] >> 44) != S.scal[S_VTEN]:
+    if S.pool[0].victim_tenant >= 0 and (S.b_vbase[blk] >> 44) != S.pool[0].victim_tenant:
         raise RuntimeError("eviction policy named a chunk of another tenant than asked")
     lo = T.b_lo[blk]
     p0 = T.b_page0[blk] - lo
     first = max(S.victim[1], lo)
     last = min(S.victim[2], T.b_hi[blk])
-    if S.xli[XL_ON]:
+    if S.translation[0].on:
         tlb_shootdown(S, blk, first, last)
     n = 0
     ndup = 0
@@ -46,7 +46,7 @@ def evict_one(est, S, T, out_row, tick):
     off = blk * 8
     # read duplicates exist only with the advise option; without them every resident page
     # is copied, so each run of adjacent set bits is cleared in one tight loop
-    runs_only = S.fcfg[F_ADVISE] == 0.0
+    runs_only = S.driver[0].advise == 0
     if first <= last:
         for w in range(first >> 6, (last >> 6) + 1):
             wm = word_mask(w, first, last)
@@ -63,7 +63,7 @@ def evict_one(est, S, T, out_row, tick):
                     m &= ~(((np.uint64(1) << np.uint64(ln)) - np.uint64(1)) << r)
                 pos = (w << 6) + np.int64(r)
                 if run and run_end != pos - 1:
-                    S.tacc[0] += S.xfer[1, run]
+                    S.driver[0].step_ns += S.xfer[1, run]
                     run = 0
                 for d in range(p0 + pos, p0 + pos + ln):
                     S.pstate[d] &= ~RES
@@ -76,14 +76,14 @@ def evict_one(est, S, T, out_row, tick):
                 d = p0 + pos
                 ps = S.pstate[d]
                 if run and run_end != pos - 1:
-                    S.tacc[0] += S.xfer[1, run]
+                    S.driver[0].step_ns += S.xfer[1, run]
                     run = 0
                 if ps & DUP:
                     # a read duplicate (read-mostly hint): the CPU copy is current, drop it
                     S.pstate[d] = ps & ~(RES | DUP)
                     ndup += 1
                     if run:
-                        S.tacc[0] += S.xfer[1, run]
+                        S.driver[0].step_ns += S.xfer[1, run]
                         run = 0
                 else:
                     S.pstate[d] = ps & ~RES
@@ -91,17 +91,17 @@ def evict_one(est, S, T, out_row, tick):
                     run += 1
                     run_end = pos
     if run:
-        S.tacc[0] += S.xfer[1, run]
+        S.driver[0].step_ns += S.xfer[1, run]
     if n + ndup == 0:
         raise RuntimeError("eviction policy named a range with no resident page")
     S.counts[out_row, C_DTOH_EVICT] += n * 4096
     S.b_nres[blk] -= n + ndup
-    if S.fcfg[F_REMOTE] == REMOTE_UVMSMART:
+    if S.driver[0].remote == REMOTE_UVMSMART:
         ft_round_trip(S, blk, first, last)
     if S.b_nres[blk] == 0:
         release_chunk(est, S, T, blk)
         S.counts[out_row, C_EVICTED] += 1
-        S.tacc[0] += S.hw[HW_EVICT_NS]
+        S.driver[0].step_ns += S.hw[0].evict_ns
 
 
 @_jit
@@ -110,10 +110,10 @@ def release_chunk(est, S, T, blk):
     c = S.b_chunk[blk]
     S.b_chunk[blk] = -1
     S.chunk_block[c] = -1
-    S.free_stack[S.scal[S_NFREE]] = c
-    S.scal[S_NFREE] += 1
-    if S.fcfg[F_SMALL] != 0.0:
-        S.scal[S_FREEPG] += block_pages(T, blk)
+    S.free_stack[S.pool[0].n_free] = c
+    S.pool[0].n_free += 1
+    if S.pool[0].small_blocks != 0:
+        S.pool[0].free_pages += block_pages(T, blk)
     S.t_chunks[S.b_vbase[blk] >> 44] -= 1
     EV_ON_RELEASE(est, S, T, c, blk)
 
@@ -132,7 +132,7 @@ def ensure_chunk(est, S, T, blk, out_row, tick):
     (with small_blocks: until its own pages of GPU memory are free).
 
     The memory component (MEM_RESERVE) may first demand evictions from one tenant's chunks
-    (a quota): the policy's victim is then restricted to that tenant (S_VTEN)."""
+    (a quota): the policy's victim is then restricted to that tenant (pool.victim_tenant)."""
     c = S.b_chunk[blk]
     if c >= 0:
         return c
@@ -143,20 +143,20 @@ def ensure_chunk(est, S, T, blk, out_row, tick):
             break
         if j >= S.t_chunks.size or S.t_chunks[j] <= 0:
             raise RuntimeError("memory component asked to evict from a tenant holding no chunk")
-        S.scal[S_VTEN] = j
+        S.pool[0].victim_tenant = j
         evict_one(est, S, T, out_row, tick)
-        S.scal[S_VTEN] = -1
-    while S.scal[S_NFREE] == 0:
+        S.pool[0].victim_tenant = -1
+    while S.pool[0].n_free == 0:
         evict_one(est, S, T, out_row, tick)
-    if S.fcfg[F_SMALL] != 0.0:
+    if S.pool[0].small_blocks != 0:
         # capacity in pages: evict until the block's own pages fit (the pool then holds a
         # chunk for every block, so a free chunk id never runs out first)
         need = block_pages(T, blk)
-        while S.scal[S_FREEPG] < need:
+        while S.pool[0].free_pages < need:
             evict_one(est, S, T, out_row, tick)
-        S.scal[S_FREEPG] -= need
-    S.scal[S_NFREE] -= 1
-    c = S.free_stack[S.scal[S_NFREE]]
+        S.pool[0].free_pages -= need
+    S.pool[0].n_free -= 1
+    c = S.free_stack[S.pool[0].n_free]
     S.chunk_block[c] = blk
     S.b_chunk[blk] = c
     S.t_chunks[ten] += 1
@@ -210,13 +210,13 @@ def fill_positions(S, blk, p0, use_masks, cause_f, cause_p, out_row):
             d = p0 + pos
             ps = S.pstate[d]
             if run and run_end != pos - 1:
-                S.tacc[0] += S.xfer[0, run]
+                S.driver[0].step_ns += S.xfer[0, run]
                 run = 0
             if cause == CAUSE_MEMSET or (cause != CAUSE_MEMCPY and not (ps & POP)):
                 n_zero += 1
-                S.tacc[0] += S.hw[HW_ZERO_NS]
+                S.driver[0].step_ns += S.hw[0].zero_fill_ns
                 if run:
-                    S.tacc[0] += S.xfer[0, run]
+                    S.driver[0].step_ns += S.xfer[0, run]
                     run = 0
             else:
                 if cause == cause_f:
@@ -233,7 +233,7 @@ def fill_positions(S, blk, p0, use_masks, cause_f, cause_p, out_row):
                 new_first = pos
             new_last = pos
     if run:
-        S.tacc[0] += S.xfer[0, run]
+        S.driver[0].step_ns += S.xfer[0, run]
     S.counts[out_row, C_ZERO_FILL] += n_zero
     if n_xfer_f:
         S.counts[out_row, CAUSE_HTOD_COL[cause_f]] += n_xfer_f * 4096
@@ -301,7 +301,7 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
     copied from S.bres), the policy writes S.pbits; the work is the batch's pages, the
     pages moved and a few word operations per block."""
     keys = S.batch_key[:nb]
-    S.scal[S_NBATCH] = nb
+    S.driver[0].n_batch = nb
     for i in range(nb):
         d = S.batch_page[i]
         keys[i] = S.b_rank[T.page_block[d]] * 512 + T.page_pos[d]
@@ -322,7 +322,7 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
             set_bit(S.fbits, 0, keys[j] & 511)
             j += 1
         PF_PREFETCH(pst, S, T, blk, lo, hi)
-        if S.fcfg[F_ON] != 0:
+        if S.driver[0].mechanisms != 0:
             ft_prefetch(S, T, blk, lo, hi)
         # positions outside lo..hi are not pages of this block: a policy's bits there
         # are ignored, as are faulted or resident ones
@@ -338,7 +338,7 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
         EV_ON_FILL(est, S, T, c, blk, new_first, new_last, n_new, tick)
         i = j
     S.counts[out_row, C_BATCHES] += 1
-    S.scal[S_NBATCH] = 0
+    S.driver[0].n_batch = 0
 
 
 @_jit
@@ -356,17 +356,17 @@ def add_fault(S, T, k, r, d, ps, nb):
 @_jit
 def service_now(pst, est, S, T, nb, k, tick):
     """Service kernel k's open fault batch (unclocked); returns the stall it adds."""
-    S.tacc[0] = 0.0
+    S.driver[0].step_ns = 0.0
     service_batch(pst, est, S, T, nb, k, tick)
-    S.times[k, T_TRANSFER] += S.tacc[0]
-    return S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
+    S.times[k, T_TRANSFER] += S.driver[0].step_ns
+    return S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
 
 
 @_jit
 def kernel_passes(S, T, k):
     """Passes of kernel k's rows: its n_slices with the slices option on (docs/semantics.md),
     else 1."""
-    if S.fcfg[F_SLICES] != 0 and T.row_slices.size:
+    if S.frontend[0].slices != 0 and T.row_slices.size:
         return T.k_nslices[k]
     return 1
 
@@ -406,10 +406,10 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
     r1 = T.k_row_start[k + 1]
     nb = np.int64(0)  # typed: a literal would specialize service_now on it
     stall = 0.0
-    ft = S.fcfg[F_ON] != 0
+    ft = S.driver[0].mechanisms != 0
     if ft:
-        S.fcfg[F_CLOCK] = t0
-    xl = S.xli[XL_ON] != 0
+        S.driver[0].clock = t0
+    xl = S.translation[0].on != 0
     last = t0
     dur = compute_ns(T, k)
     n_pass = kernel_passes(S, T, k)
@@ -434,7 +434,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     continue
                 t = base + j * gap + stall
                 if ft:
-                    t += S.fcfg[F_PEND_NS]
+                    t += S.driver[0].pend_ns
                 if xl:
                     ready = translate(wst, S, T, d, t, k)
                     if ready > last:
@@ -453,7 +453,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     continue
             if ft:
                 if wst is None:
-                    t = base + j * gap + stall + S.fcfg[F_PEND_NS]
+                    t = base + j * gap + stall + S.driver[0].pend_ns
                 # thrashing, remote mapping, hints: True when the access is served remotely
                 if ft_miss(S, T, k, r, d, t):
                     continue
@@ -471,7 +471,7 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
         else:
             t = t0 + dur + stall
             if ft:
-                t += S.fcfg[F_PEND_NS]
+                t += S.driver[0].pend_ns
             stall += service_clocked(pst, est, S, T, nb, k, r1, t)
     if ft:
         stall = ft_end_kernel(S, T, k, stall)
@@ -494,7 +494,7 @@ def for_each_block(T, seg):
 def range_event(pst, est, S, T, e, out_row, tick):
     """memcpy_htod, memset and prefetch: clipped to live non-host allocations, by block."""
     op = T.ev_op[e]
-    S.tacc[0] = 0.0
+    S.driver[0].step_ns = 0.0
     for seg in range(T.ev_seg_start[e], T.ev_seg_start[e + 1]):
         if T.a_host[T.seg_alloc[seg]]:
             continue
@@ -511,8 +511,8 @@ def range_event(pst, est, S, T, e, out_row, tick):
             elif op == OP_MEMSET:
                 cause = CAUSE_MEMSET
             make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick)
-    S.times[out_row, T_TRANSFER] += S.tacc[0]
-    S.times[out_row, T_STALL] += S.tacc[0]
+    S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
+    S.times[out_row, T_STALL] += S.driver[0].step_ns
 
 
 @_jit
@@ -535,7 +535,7 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, col):
             pos = (w << 6) + np.int64(ctz(m))
             m &= m - np.uint64(1)
             if run and run_end != pos - 1:
-                S.tacc[0] += S.xfer[1, run]
+                S.driver[0].step_ns += S.xfer[1, run]
                 run = 0
             d = p0 + pos
             S.pstate[d] &= ~(RES | DUP)
@@ -543,9 +543,9 @@ def prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, col):
             run += 1
             run_end = pos
     if run:
-        S.tacc[0] += S.xfer[1, run]
+        S.driver[0].step_ns += S.xfer[1, run]
     S.counts[out_row, col] += n * 4096
-    if n and S.xli[XL_ON]:
+    if n and S.translation[0].on:
         tlb_shootdown(S, blk, np.int64(lo), np.int64(hi))
     S.b_nres[blk] -= n
     if n and S.b_nres[blk] == 0:
@@ -558,11 +558,11 @@ def host_access_event(est, S, T, e, out_row):
     """host_access (v1.1, option): the CPU touched the event's range (clipped to live
     non-host allocations). GPU-resident pages are copied back (dtoh_bytes_host) and stay
     populated, an emptied chunk returns to the pool; unpopulated pages become populated
-    with no transfer (host_populated_pages). Each such page costs HW_HOST_FAULT_NS on top
-    of the copies. Leaves the event's time in S.tacc."""
-    S.tacc[0] = 0.0
+    with no transfer (host_populated_pages). Each such page costs hw.host_fault_ns on top
+    of the copies. Leaves the event's time in driver.step_ns."""
+    S.driver[0].step_ns = 0.0
     moved = 0
-    thrash = S.fcfg[F_THRASH] != 0
+    thrash = S.driver[0].thrashing != 0
     for seg in range(T.ev_seg_start[e], T.ev_seg_start[e + 1]):
         if T.a_host[T.seg_alloc[seg]]:
             continue
@@ -577,15 +577,15 @@ def host_access_event(est, S, T, e, out_row):
                 if ps & RES:
                     if thrash:
                         # a CPU fault migrating the page back is a migration event
-                        ft_thrash_event(S, d, S.fcfg[F_CLOCK])
+                        ft_thrash_event(S, d, S.driver[0].clock)
                 elif not (ps & POP):
                     S.pstate[d] = ps | POP
                     S.counts[out_row, C_HOST_POP] += 1
                     moved += 1
             moved += prefetch_to_cpu(est, S, T, blk, lo, hi, out_row, np.int64(C_DTOH_HOST))
-    S.times[out_row, T_TRANSFER] += S.tacc[0]
-    S.tacc[0] += moved * S.hw[HW_HOST_FAULT_NS]
-    S.times[out_row, T_STALL] += S.tacc[0]
+    S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
+    S.driver[0].step_ns += moved * S.hw[0].host_fault_ns
+    S.times[out_row, T_STALL] += S.driver[0].step_ns
 
 
 @_jit
@@ -600,7 +600,7 @@ def free_alloc(est, S, T, a):
         for w in range(8):
             S.bres[blk * 8 + w] = 0
         if S.b_chunk[blk] >= 0:
-            if S.xli[XL_ON]:
+            if S.translation[0].on:
                 tlb_shootdown(S, blk, np.int64(T.b_lo[blk]), np.int64(T.b_hi[blk]))
             release_chunk(est, S, T, blk)
 
@@ -624,19 +624,19 @@ def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
         op = T.ev_op[e]
         if op == OP_KERNEL:
             k = T.ev_kernel[e]
-            run_kernel(pst, est, None, S, T, k, batch_size, S.fcfg[F_CLOCK])
+            run_kernel(pst, est, None, S, T, k, batch_size, S.driver[0].clock)
             tick = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
         elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
             range_event(pst, est, S, T, e, outside, tick)
-            if S.fcfg[F_ON] != 0:
-                S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + S.tacc[0]
-        elif op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0:
+            if S.driver[0].mechanisms != 0:
+                S.driver[0].clock = S.driver[0].clock + S.driver[0].step_ns
+        elif op == OP_HOST_ACCESS and S.driver[0].host_access != 0:
             host_access_event(est, S, T, e, outside)
-            if S.fcfg[F_ON] != 0:
-                S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + S.tacc[0]
-        elif op == OP_ADVISE and S.fcfg[F_ADVISE] != 0:
+            if S.driver[0].mechanisms != 0:
+                S.driver[0].clock = S.driver[0].clock + S.driver[0].step_ns
+        elif op == OP_ADVISE and S.driver[0].advise != 0:
             ft_advise(S, T, e)
     return 0
 
@@ -651,8 +651,8 @@ def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
 @_jit
 def tlb_shootdown(S, blk, lo, hi):
     """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
-    sh = S.xli[XL_SHIFT]
-    ways = S.xli[XL_WAYS]
+    sh = S.translation[0].shift
+    ways = S.translation[0].ways
     for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
         base = tlb_set_base(S, tag)
         for w in range(base, base + ways):
@@ -664,15 +664,15 @@ def tlb_shootdown(S, blk, lo, hi):
 @_jit
 def tlb_set_base(S, tag):
     """First way of the TLB set that holds `tag`. With the TLB sliced among tenants
-    (S.xli[XL_TLB_SLICES] = their number) a tenant's tags map only into its own equal share
+    (S.translation[0].tlb_slices = their number) a tenant's tags map only into its own equal share
     of the sets; the tenant is in the tag's high bits (b_vbase: tenant << 44)."""
-    nsets = S.xli[XL_SETS]
-    n = S.xli[XL_TLB_SLICES]
+    nsets = S.translation[0].sets
+    n = S.translation[0].tlb_slices
     if n > 0:
         per = nsets // n
-        ten = tag >> (44 - S.xli[XL_SHIFT])
-        return ((ten % n) * per + tag % per) * S.xli[XL_WAYS]
-    return (tag % nsets) * S.xli[XL_WAYS]
+        ten = tag >> (44 - S.translation[0].shift)
+        return ((ten % n) * per + tag % per) * S.translation[0].ways
+    return (tag % nsets) * S.translation[0].ways
 
 
 @_jit
@@ -680,14 +680,14 @@ def translate(wst, S, T, d, t, row):
     """TLB lookup for dense page d at time t; a miss walks on the walker the walker
     component picks. Returns when the translation is ready (t on a hit)."""
     blk = T.page_block[d]
-    tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
-    ways = S.xli[XL_WAYS]
+    tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.translation[0].shift
+    ways = S.translation[0].ways
     base = tlb_set_base(S, tag)
-    S.xli[XL_TICK] += 1
+    S.translation[0].tick += 1
     slot = -1
     for w in range(base, base + ways):
         if S.tlb_tag[w] == tag:
-            S.tlb_used[w] = S.xli[XL_TICK]
+            S.tlb_used[w] = S.translation[0].tick
             if S.tlb_ready[w] > t:
                 # its walk is still in flight: wait for it instead of walking again
                 S.counts[row, C_TLB_MISSES] += 1
@@ -703,27 +703,27 @@ def translate(wst, S, T, d, t, row):
     if wk < 0 or wk >= S.walk_free.size:
         raise RuntimeError("walker component picked a walker that does not exist")
     start = max(t, S.walk_free[wk])
-    done = start + S.xlf[XF_WALK_NS]
+    done = start + S.translation[0].walk_ns
     S.walk_free[wk] = done
     S.times[row, T_WALKQ] += start - t
     if S.pstate[d] & RES:
         # only a valid PTE is cached; a walk that ends in a fault leaves no entry
         S.tlb_tag[slot] = tag
         S.tlb_ready[slot] = done
-        S.tlb_used[slot] = S.xli[XL_TICK]
+        S.tlb_used[slot] = S.translation[0].tick
     return done
 
 
 @_jit
 def service_clocked(pst, est, S, T, nb, k, tick, t):
     """service_batch once the (shared) driver is free; returns the stall it adds."""
-    start = max(t, S.xlf[XF_DRIVER_FREE])
-    S.tacc[0] = 0.0
+    start = max(t, S.driver[0].free_at)
+    S.driver[0].step_ns = 0.0
     service_batch(pst, est, S, T, nb, k, tick)
-    cost = S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
-    S.times[k, T_TRANSFER] += S.tacc[0]
+    cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+    S.times[k, T_TRANSFER] += S.driver[0].step_ns
     S.times[k, T_DRV_WAIT] += start - t
-    S.xlf[XF_DRIVER_FREE] = start + cost
+    S.driver[0].free_at = start + cost
     return (start - t) + cost
 
 
@@ -731,39 +731,39 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
 def range_event_clocked(pst, est, S, T, e, out_row, tick, t):
     """range_event (or host_access_event) once the (shared) driver and its copy engine are
     free; returns its end."""
-    start = max(t, S.xlf[XF_DRIVER_FREE])
+    start = max(t, S.driver[0].free_at)
     if T.ev_op[e] == OP_HOST_ACCESS:
-        S.fcfg[F_CLOCK] = start
+        S.driver[0].clock = start
         host_access_event(est, S, T, e, out_row)
     else:
         range_event(pst, est, S, T, e, out_row, tick)
     S.times[out_row, T_STALL] += start - t
     S.times[out_row, T_DRV_WAIT] += start - t
-    S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
-    return start + S.tacc[0]
+    S.driver[0].free_at = start + S.driver[0].step_ns
+    return start + S.driver[0].step_ns
 
 
 @_jit
 def reclaim(est, sst, S, T, ten, k, tick, t):
     """Kernel k of tenant ten starts at t: the scheduler component (SC_START) may name
     tenants to take chunks back from first (proactive reclamation). Each names one
-    eviction of that tenant's chunks by the policy (S_VTEN), done by the driver from when it
+    eviction of that tenant's chunks by the policy (pool.victim_tenant), done by the driver from when it
     is free (counted in kernel k's row); the kernel does not wait for them, but its own
     batches queue behind them."""
     j = SC_START(sst, S, T, ten, k, S.t_live)
     if j < 0:
         return
-    start = max(t, S.xlf[XF_DRIVER_FREE])
-    S.tacc[0] = 0.0
+    start = max(t, S.driver[0].free_at)
+    S.driver[0].step_ns = 0.0
     while j >= 0:
         if j >= S.t_chunks.size or S.t_chunks[j] <= 0:
             raise RuntimeError("scheduler asked to reclaim from a tenant holding no chunk")
-        S.scal[S_VTEN] = j
+        S.pool[0].victim_tenant = j
         evict_one(est, S, T, k, tick)
-        S.scal[S_VTEN] = -1
+        S.pool[0].victim_tenant = -1
         j = SC_START(sst, S, T, ten, k, S.t_live)
-    S.times[k, T_TRANSFER] += S.tacc[0]
-    S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+    S.times[k, T_TRANSFER] += S.driver[0].step_ns
+    S.driver[0].free_at = start + S.driver[0].step_ns
 
 
 @_jit
@@ -814,9 +814,9 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
         elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
-              (op == OP_HOST_ACCESS and S.fcfg[F_HOST_ACCESS] != 0)):
+              (op == OP_HOST_ACCESS and S.driver[0].host_access != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
-        elif op == OP_ADVISE and S.fcfg[F_ADVISE] != 0:
+        elif op == OP_ADVISE and S.driver[0].advise != 0:
             ft_advise(S, T, e)
         if cur[i] == ten_ev[i + 1]:
             live[i] = 0
@@ -832,19 +832,19 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
 
 # ---------------------------------------------------------------------------------------
 # Thrashing mitigation, remote mapping with access counters, and cudaMemAdvise hints
-# (docs/policies.md). Off unless simulate() turns them on (S.fcfg[F_ON]); then a
+# (docs/policies.md). Off unless simulate() turns them on (S.driver[0].mechanisms); then a
 # GPU miss goes through ft_miss before it may fault. Times are on a feature clock: kernel
 # compute spread evenly over its rows (over the slice, per pass) plus the stalls so far
-# (F_CLOCK, F_PEND_NS); it advances by the time of copies and host accesses between kernels.
+# (driver.clock, driver.pend_ns); it advances by the time of copies and host accesses between kernels.
 
 
 @_jit
 def ft_end_kernel(S, T, k, stall):
     """Add the mechanisms' stall to the kernel's and move the clock to the kernel's end
     (the same sum the clocked replay makes: start + compute + stall)."""
-    stall += S.fcfg[F_PEND_NS]
-    S.fcfg[F_PEND_NS] = 0.0
-    S.fcfg[F_CLOCK] = S.fcfg[F_CLOCK] + compute_ns(T, k) + stall
+    stall += S.driver[0].pend_ns
+    S.driver[0].pend_ns = 0.0
+    S.driver[0].clock = S.driver[0].clock + compute_ns(T, k) + stall
     return stall
 
 
@@ -853,7 +853,7 @@ def ft_remote(S, T, k, r, d):
     """Row r is served over the link from CPU memory: `count` remote accesses, no fault."""
     n = T.row_count[r]
     S.counts[k, C_REMOTE] += n
-    S.fcfg[F_PEND_NS] += n * S.fcfg[F_REMOTE_NS]
+    S.driver[0].pend_ns += n * S.driver[0].remote_access_ns
     # a page first touched remotely is populated in CPU memory
     S.pstate[d] |= POP
 
@@ -863,7 +863,7 @@ def ft_counter_driver(S, T, k, r, d):
     """The driver's access counters: one per 2 MiB block; True when it notifies (migrate)."""
     blk = T.page_block[d]
     S.ac_count[blk] += T.row_count[r]
-    if S.ac_count[blk] >= S.fcfg[F_AC_THRESH]:
+    if S.ac_count[blk] >= S.driver[0].ac_threshold:
         S.ac_count[blk] = 0
         S.counts[k, C_COUNTER_MIG] += 1
         return True
@@ -875,15 +875,15 @@ def ft_counter_uvmsmart(S, T, k, r, d):
     """UVMSmart's adaptive delayed migration, per 64 KiB leaf; True when it migrates."""
     g = T.page_block[d] * 32 + (T.page_pos[d] >> 4)
     S.ac_count[g] += T.row_count[r]
-    # chunks in use against the GPU's capacity (the pool may hold fewer: S_CAP)
-    used = S.free_stack.size - S.scal[S_NFREE]
-    cap = S.scal[S_CAP]
+    # chunks in use against the GPU's capacity (the pool may hold fewer: pool.capacity)
+    used = S.free_stack.size - S.pool[0].n_free
+    cap = S.pool[0].capacity
     if used >= cap:
-        S.fcfg[F_OVERSUB] = 1.0  # sticky, as UVMSmart's over_sub
-    if S.fcfg[F_OVERSUB] != 0.0:
-        thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
+        S.driver[0].oversubscribed = 1  # sticky, as UVMSmart's over_sub
+    if S.driver[0].oversubscribed != 0:
+        thr = S.driver[0].ac_threshold * S.driver[0].ac_penalty * (S.ac_trips[g] + 1)
     else:
-        thr = 1.0 + S.fcfg[F_AC_THRESH] * used / cap
+        thr = 1.0 + S.driver[0].ac_threshold * used / cap
     if S.ac_count[g] >= thr:
         S.counts[k, C_COUNTER_MIG] += 1
         return True
@@ -903,15 +903,15 @@ def ft_thrash(S, T, k, r, d, now):
     """The driver's thrashing detection on a fault of page d at `now`: throttle or pin.
 
     A migration within the lapse of the page's previous one is a thrashing event; at
-    F_THRESH consecutive events the page is thrashing and its next fault is throttled (the
-    kernel naps F_NAP_NS, then the fault is serviced), or, after F_PIN_THRESH throttles,
-    pinned: mapped remotely for F_PIN_NS. Returns True when the access is served remotely.
+    thrash_threshold consecutive events the page is thrashing and its next fault is
+    throttled (the kernel naps thrash_nap_ns, then the fault is serviced), or, after
+    thrash_pin_threshold throttles, pinned: mapped remotely for thrash_pin_ns. Returns True when the access is served remotely.
     """
     last = ft_thrash_epoch(S, d, now)
     t = now
-    if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= S.fcfg[F_LAPSE_NS]:
-        if S.pg_throt[d] >= S.fcfg[F_PIN_THRESH]:
-            S.pg_pin[d] = t + S.fcfg[F_PIN_NS]
+    if last >= 0.0 and S.pg_thr[d] >= S.driver[0].thrash_threshold and t - last <= S.driver[0].thrash_lapse_ns:
+        if S.pg_throt[d] >= S.driver[0].thrash_pin_threshold:
+            S.pg_pin[d] = t + S.driver[0].thrash_pin_ns
             S.pg_thr[d] = 0
             S.pg_throt[d] = 0
             S.counts[k, C_PINS] += 1
@@ -920,17 +920,17 @@ def ft_thrash(S, T, k, r, d, now):
         if S.pg_throt[d] < 255:
             S.pg_throt[d] += 1
         S.counts[k, C_THROTTLED] += 1
-        S.fcfg[F_PEND_NS] += S.fcfg[F_NAP_NS]
-        t += S.fcfg[F_NAP_NS]
+        S.driver[0].pend_ns += S.driver[0].thrash_nap_ns
+        t += S.driver[0].thrash_nap_ns
     ft_thrash_record(S, d, last, t)
     return False
 
 
 @_jit
 def ft_thrash_epoch(S, d, t):
-    """A page idle for F_EPOCH_NS forgets its thrashing history; returns its last event."""
+    """A page idle for thrash_epoch_ns forgets its thrashing history; returns its last event."""
     last = S.pg_last[d]
-    if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
+    if last >= 0.0 and t - last > S.driver[0].thrash_epoch_ns:
         S.pg_thr[d] = 0
         S.pg_throt[d] = 0
     return last
@@ -940,7 +940,7 @@ def ft_thrash_epoch(S, d, t):
 def ft_thrash_record(S, d, last, t):
     """Record a migration of page d at t: a thrashing event if within the lapse of `last`."""
     if last >= 0.0:
-        if t - last <= S.fcfg[F_LAPSE_NS]:
+        if t - last <= S.driver[0].thrash_lapse_ns:
             if S.pg_thr[d] < 255:
                 S.pg_thr[d] += 1
         else:
@@ -965,7 +965,7 @@ def ft_miss(S, T, k, r, d, now):
     d = np.int64(d)  # a row's page is int32, a host access's int64 (ft_thrash_event): one type
     write = T.row_flags[r] & FLAGS_WRITE
     adv = 0
-    if S.fcfg[F_ADVISE] != 0.0:
+    if S.driver[0].advise != 0:
         adv = S.pg_adv[d]
         if adv & ADV_READ_MOSTLY:
             if not write:
@@ -978,18 +978,18 @@ def ft_miss(S, T, k, r, d, now):
         # a scheduler component's hint for the whole tenant: map remotely, do not migrate
         ft_remote(S, T, k, r, d)
         return True
-    if S.fcfg[F_THRASH] != 0.0 and S.pg_pin[d] > now:
+    if S.driver[0].thrashing != 0 and S.pg_pin[d] > now:
         ft_remote(S, T, k, r, d)
         return True
     if adv & ADV_ACCESSED_BY and not (adv & ADV_PREF_GPU) and S.pstate[d] & POP:
-        if not (S.fcfg[F_REMOTE] == REMOTE_DRIVER and ft_counter_driver(S, T, k, r, d)):
+        if not (S.driver[0].remote == REMOTE_DRIVER and ft_counter_driver(S, T, k, r, d)):
             ft_remote(S, T, k, r, d)
             return True
-    elif S.fcfg[F_REMOTE] == REMOTE_UVMSMART and not write:
+    elif S.driver[0].remote == REMOTE_UVMSMART and not write:
         if not ft_counter_uvmsmart(S, T, k, r, d):
             ft_remote(S, T, k, r, d)
             return True
-    if S.fcfg[F_THRASH] != 0.0:
+    if S.driver[0].thrashing != 0:
         return ft_thrash(S, T, k, r, d, now)
     return False
 
@@ -998,7 +998,7 @@ def ft_miss(S, T, k, r, d, now):
 def ft_write_dup(S, d):
     """A write hit a read duplicate: the driver collapses the copies (a revocation fault)."""
     S.pstate[d] &= ~DUP
-    S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
+    S.driver[0].pend_ns += S.hw[0].batch_ns + S.hw[0].fault_ns
 
 
 @_jit
@@ -1010,7 +1010,7 @@ def ft_prefetch(S, T, blk, lo, hi):
     (thrashing) pages are never prefetched.
     """
     p0 = T.b_page0[blk] - lo
-    if S.fcfg[F_ADVISE] != 0.0:
+    if S.driver[0].advise != 0:
         pref = False
         nowhere = True
         for pos in range(lo, hi + 1):
@@ -1023,9 +1023,9 @@ def ft_prefetch(S, T, blk, lo, hi):
                 set_bit(S.pbits, 0, pos)
             if S.pg_adv[p0 + pos] & ADV_PREF_CPU:
                 clear_bit(S.pbits, 0, pos)
-    if S.fcfg[F_THRASH] != 0.0:
+    if S.driver[0].thrashing != 0:
         for pos in range(lo, hi + 1):
-            if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
+            if S.pg_pin[p0 + pos] > S.driver[0].clock:
                 clear_bit(S.pbits, 0, pos)
 
 

@@ -1,12 +1,13 @@
-"""Time of one transfer over the link (shared by the engine and the reference model)."""
+"""The link: time of one transfer (shared by the engine and the reference model).
+
+`hw` is the HARDWARE record (uvmsim.engine.state; uvmsim.config.Hardware.record).
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 from numba import njit
-
-from .state import HW_BW_A, HW_BW_B, HW_DTOH_BW, HW_XFER_LAT_NS
 
 _TWO_OVER_PI = 2.0 / math.pi
 
@@ -20,23 +21,25 @@ def transfer_ns(hw, nbytes):
     """
     if nbytes <= 0:
         return 0.0
-    gbps = _TWO_OVER_PI * hw[HW_BW_A] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
-    return hw[HW_XFER_LAT_NS] + nbytes / gbps
+    h = hw[0]
+    gbps = _TWO_OVER_PI * h.bw_peak_gbps * math.atan(h.bw_b * (nbytes / 1024.0))
+    return h.transfer_latency_ns + nbytes / gbps
 
 
 @njit(cache=True)
 def transfer_dtoh_ns(hw, nbytes):
-    """A device-to-host copy: the same curve with peak HW_DTOH_BW when it is set (> 0).
+    """A device-to-host copy: the same curve with peak dtoh_bw_gbps when it is set (> 0).
 
-    With HW_DTOH_BW = 0 (every shipped preset) this is exactly transfer_ns: the calibration
-    measured device-to-host copies but not yet evictions (docs/calibration.md).
+    With dtoh_bw_gbps = 0 (every shipped preset) this is exactly transfer_ns: the
+    calibration measured device-to-host copies but not yet evictions (docs/calibration.md).
     """
-    if hw[HW_DTOH_BW] <= 0.0:
+    h = hw[0]
+    if h.dtoh_bw_gbps <= 0.0:
         return transfer_ns(hw, nbytes)
     if nbytes <= 0:
         return 0.0
-    gbps = _TWO_OVER_PI * hw[HW_DTOH_BW] * math.atan(hw[HW_BW_B] * (nbytes / 1024.0))
-    return hw[HW_XFER_LAT_NS] + nbytes / gbps
+    gbps = _TWO_OVER_PI * h.dtoh_bw_gbps * math.atan(h.bw_b * (nbytes / 1024.0))
+    return h.transfer_latency_ns + nbytes / gbps
 
 
 @njit(cache=True)

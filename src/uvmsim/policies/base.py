@@ -40,7 +40,6 @@ from typing import Any, Callable
 import numpy as np
 from numba import njit
 
-from ..engine.state import S_VTEN
 from ..errors import ConfigError
 
 
@@ -88,9 +87,10 @@ def no_hit(st, S, T, chunk, blk, pos, tick):
 @njit(cache=True)
 def may_evict(S, c):
     """Whether chunk c (in use) may be the victim of this eviction: always, unless a memory
-    component restricted it to one tenant's chunks (S.scal[S_VTEN] >= 0; a block's tenant is
-    b_vbase >> 44). Victim hooks skip the chunks it rejects, keeping their own order."""
-    ten = S.scal[S_VTEN]
+    component restricted it to one tenant's chunks (S.pool[0].victim_tenant >= 0; a block's
+    tenant is b_vbase >> 44). Victim hooks skip the chunks it rejects, keeping their own
+    order."""
+    ten = S.pool[0].victim_tenant
     return ten < 0 or (S.b_vbase[S.chunk_block[c]] >> 44) == ten
 
 

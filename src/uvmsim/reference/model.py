@@ -15,8 +15,8 @@ queueing for `simpy.Resource`s:
 
 Tenants (one for `simulate`) are interleaved by event: the tenant whose clock is earliest
 runs its next event whole. Each event is one SimPy run starting at that tenant's clock; the
-driver and walkers enter it busy until the times earlier events left them (S.xlf,
-S.walk_free), so queueing carries across events and tenants.
+driver and walkers enter it busy until the times earlier events left them
+(S.driver[0].free_at, S.walk_free), so queueing carries across events and tenants.
 """
 from __future__ import annotations
 
@@ -26,26 +26,17 @@ import numpy as np
 import simpy
 
 from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
-                            C_COUNTER_MIG, DUP,
-                            F_AC_PENALTY, F_AC_THRESH, F_ADVISE, F_OVERSUB, F_REMOTE,
-                            REMOTE_DRIVER, REMOTE_UVMSMART, S_CAP, C_BATCHES, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST, C_EVICTED,
-                            C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP, C_PAGE_WALKS,
-                            C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES, C_ZERO_FILL,
-                            CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
-                            CAUSE_MEMSET, CAUSE_PREFETCH, F_CLOCK, F_EPOCH_NS, F_HOST_ACCESS,
-                            F_LAPSE_NS, F_NAP_NS, F_PEND_NS, F_PIN_NS, F_PIN_THRESH,
-                            F_REMOTE_NS, F_SLICES, F_SMALL, F_THRASH, F_THRESH, HW_BATCH_NS,
-                            HW_EVICT_NS, HW_FAULT_NS, HW_HOST_FAULT_NS, HW_ZERO_NS, INB,
-                             F_ON, POP, RES, S_FREEPG, S_NBATCH, S_NFREE,
-                             S_VTEN, T_DRV_WAIT, T_STALL,
-                            T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
-                            XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
+                            C_BATCHES, C_COUNTER_MIG, C_DTOH_API, C_DTOH_EVICT, C_DTOH_HOST,
+                            C_EVICTED, C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, C_HOST_POP,
+                            C_PAGE_WALKS, C_PINS, C_REMOTE, C_THROTTLED, C_TLB_MISSES,
+                            C_ZERO_FILL, CAUSE_API, CAUSE_DEMAND, CAUSE_HTOD_COL, CAUSE_MEMCPY,
+                            CAUSE_MEMSET, CAUSE_PREFETCH, DUP, INB, POP, RES, REMOTE_DRIVER,
+                            REMOTE_UVMSMART, T_DRV_WAIT, T_STALL, T_TRANSFER, T_WALKQ, T_XLATE)
 from ..engine.build import policy_key
 from ..engine.bits import from_positions, to_positions
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..components.walkers import WALKERS, WalkerContext
 from ..policies.base import no_hit
-
 from ..trace.format import (ARG_GPU, ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
                             ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
                             ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, FLAGS_WRITE, OP_ADVISE,
@@ -93,15 +84,15 @@ class ReferenceModel:
         # faulted / prefetch-chosen positions of the block being serviced
         self.fmask = np.zeros(512, np.uint8)
         self.pmask = np.zeros(512, np.uint8)
-        self.xl = bool(S.xli[XL_ON])
-        self.thrashing = bool(S.fcfg[F_THRASH])
-        # any optional mechanism on: kernels run on the mechanisms' clock (F_CLOCK, F_PEND_NS)
-        self.ft = bool(S.fcfg[F_ON])
-        self.walk_ns = float(S.xlf[XF_WALK_NS])
+        self.xl = bool(S.translation[0].on)
+        self.thrashing = bool(S.driver[0].thrashing)
+        # any optional mechanism on: kernels run on the mechanisms' clock (driver.clock, driver.pend_ns)
+        self.ft = bool(S.driver[0].mechanisms)
+        self.walk_ns = float(S.translation[0].walk_ns)
         # the walker component's FIFO pools (one simpy.Resource each) and pool choice
         self.wk = walkers if walkers is not None else WALKERS["shared"]
         self.wctx = walker_ctx or WalkerContext(1, int(S.walk_free.size),
-                                                max(int(S.xli[XL_SETS]), 1))
+                                                max(int(S.translation[0].sets), 1))
         self.pools = [list(p) for p in self.wk.pools(self.wctx)]
         # the scheduler component's mirror: may a tenant start its next kernel now
         self.admit = scheduler.admit_py if scheduler is not None else None
@@ -120,7 +111,7 @@ class ReferenceModel:
         blk = int(S.chunk_block[c])
         if c < 0 or blk < 0:
             raise RuntimeError("eviction policy named a chunk that is not in use")
-        if S.scal[S_VTEN] >= 0 and int(S.b_vbase[blk]) >> 44 != S.scal[S_VTEN]:
+        if S.pool[0].victim_tenant >= 0 and int(S.b_vbase[blk]) >> 44 != S.pool[0].victim_tenant:
             raise RuntimeError("eviction policy named a chunk of another tenant than asked")
         lo = int(T.b_lo[blk])
         p0 = int(T.b_page0[blk]) - lo
@@ -134,7 +125,7 @@ class ReferenceModel:
             raise RuntimeError("eviction policy named a range with no resident page")
         S.counts[out_row, C_DTOH_EVICT] += n * 4096
         S.b_nres[blk] -= n + ndup
-        if S.fcfg[F_REMOTE] == REMOTE_UVMSMART:
+        if S.driver[0].remote == REMOTE_UVMSMART:
             # the evicted 64 KiB leaves made one more round trip; their counters restart
             for leaf in range(first >> 4, (last >> 4) + 1):
                 S.ac_trips[blk * 32 + leaf] += 1
@@ -142,7 +133,7 @@ class ReferenceModel:
         if S.b_nres[blk] == 0:
             self.release_chunk(blk)
             S.counts[out_row, C_EVICTED] += 1
-            S.tacc[0] += S.hw[HW_EVICT_NS]          # the driver's fixed work per eviction
+            S.driver[0].step_ns += S.hw[0].evict_ns          # the driver's fixed work per eviction
 
     def _copy_back(self, p0: int, first: int, last: int, drop_dup: bool = False):
         """Device-to-host copy of the resident pages among positions first..last; each
@@ -163,10 +154,10 @@ class ReferenceModel:
                 S.pstate[d] = ps & ~(RES | DUP)
                 ndup += 1
             if run:
-                S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
+                S.driver[0].step_ns += transfer_dtoh_ns(S.hw, run * 4096)
                 run = 0
         if run:
-            S.tacc[0] += transfer_dtoh_ns(S.hw, run * 4096)
+            S.driver[0].step_ns += transfer_dtoh_ns(S.hw, run * 4096)
         return (n, ndup) if drop_dup else n
 
     def sync_bres(self, blk: int) -> None:
@@ -183,10 +174,10 @@ class ReferenceModel:
         c = int(S.b_chunk[blk])
         S.b_chunk[blk] = -1
         S.chunk_block[c] = -1
-        S.free_stack[S.scal[S_NFREE]] = c
-        S.scal[S_NFREE] += 1
-        if S.fcfg[F_SMALL]:
-            S.scal[S_FREEPG] += self.block_pages(blk)
+        S.free_stack[S.pool[0].n_free] = c
+        S.pool[0].n_free += 1
+        if S.pool[0].small_blocks:
+            S.pool[0].free_pages += self.block_pages(blk)
         S.t_chunks[int(S.b_vbase[blk]) >> 44] -= 1
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
@@ -207,15 +198,15 @@ class ReferenceModel:
         ten = int(S.b_vbase[blk]) >> 44
         while (j := int(self.MEM_RESERVE(S.mem, S, self.T, ten))) >= 0:
             self.evict_from(j, out_row, tick)
-        while S.scal[S_NFREE] == 0:
+        while S.pool[0].n_free == 0:
             self.evict_one(out_row, tick)
-        if S.fcfg[F_SMALL]:
+        if S.pool[0].small_blocks:
             need = self.block_pages(blk)
-            while S.scal[S_FREEPG] < need:
+            while S.pool[0].free_pages < need:
                 self.evict_one(out_row, tick)
-            S.scal[S_FREEPG] -= need
-        S.scal[S_NFREE] -= 1
-        c = int(S.free_stack[S.scal[S_NFREE]])
+            S.pool[0].free_pages -= need
+        S.pool[0].n_free -= 1
+        c = int(S.free_stack[S.pool[0].n_free])
         S.chunk_block[c] = blk
         S.b_chunk[blk] = c
         S.t_chunks[ten] += 1
@@ -226,9 +217,9 @@ class ReferenceModel:
         S = self.S
         if not 0 <= j < S.t_chunks.size or S.t_chunks[j] <= 0:
             raise RuntimeError(f"asked to evict from tenant {j}, which holds no chunk")
-        S.scal[S_VTEN] = j
+        S.pool[0].victim_tenant = j
         self.evict_one(out_row, tick)
-        S.scal[S_VTEN] = -1
+        S.pool[0].victim_tenant = -1
 
     def make_resident(self, blk: int, first: int, last: int, use_masks: bool, cause_f: int,
                       cause_p: int, out_row: int, tick: int) -> None:
@@ -247,7 +238,7 @@ class ReferenceModel:
                     cause = cause_p
                 else:
                     if run:
-                        S.tacc[0] += transfer_ns(hw, run * 4096)
+                        S.driver[0].step_ns += transfer_ns(hw, run * 4096)
                         run = 0
                     continue
             else:
@@ -256,14 +247,14 @@ class ReferenceModel:
             ps = pstate[d]
             if ps & RES:
                 if run:
-                    S.tacc[0] += transfer_ns(hw, run * 4096)
+                    S.driver[0].step_ns += transfer_ns(hw, run * 4096)
                     run = 0
                 continue
             if cause == CAUSE_MEMSET or (cause != CAUSE_MEMCPY and not (ps & POP)):
                 S.counts[out_row, C_ZERO_FILL] += 1       # zero-filled on the GPU
-                S.tacc[0] += hw[HW_ZERO_NS]
+                S.driver[0].step_ns += hw[0].zero_fill_ns
                 if run:
-                    S.tacc[0] += transfer_ns(hw, run * 4096)
+                    S.driver[0].step_ns += transfer_ns(hw, run * 4096)
                     run = 0
             else:
                 S.counts[out_row, CAUSE_HTOD_COL[cause]] += 4096  # over the link
@@ -274,7 +265,7 @@ class ReferenceModel:
                 new_first = pos
             new_last = pos
         if run:
-            S.tacc[0] += transfer_ns(hw, run * 4096)
+            S.driver[0].step_ns += transfer_ns(hw, run * 4096)
         S.b_nres[blk] += n_new
         self.sync_bres(blk)
         self.EV_ON_FILL(self.est, S, T, c, blk, new_first, new_last, n_new, tick)
@@ -289,9 +280,9 @@ class ReferenceModel:
         for d in pages:
             blocks.setdefault(int(T.page_block[d]), []).append(int(T.page_pos[d]))
         # policies may read the batch being serviced: its keys (block rank * 512 + position)
-        # sorted in S.batch_key[:nb], their number in S.scal[S_NBATCH]
+        # sorted in S.batch_key[:nb], their number in S.driver[0].n_batch
         S.batch_key[:nb] = np.sort(S.b_rank[T.page_block[pages]] * 512 + T.page_pos[pages])
-        S.scal[S_NBATCH] = nb
+        S.driver[0].n_batch = nb
         self.faults.n = 0
         for blk in sorted(blocks, key=lambda b: S.b_rank[b]):
             lo, hi = int(T.b_lo[blk]), int(T.b_hi[blk])
@@ -305,17 +296,17 @@ class ReferenceModel:
             self.PF_PREFETCH(self.pst, S, T, blk, lo, hi)
             self.pmask[:] = 0
             self.pmask[to_positions(S.pbits)] = 1
-            if S.fcfg[F_ADVISE]:
+            if S.driver[0].advise:
                 self.hint_prefetch(p0, lo, hi)
             if self.thrashing:
                 # pages pinned by thrashing mitigation are never prefetched
                 for pos in range(lo, hi + 1):
-                    if S.pg_pin[p0 + pos] > S.fcfg[F_CLOCK]:
+                    if S.pg_pin[p0 + pos] > S.driver[0].clock:
                         self.pmask[pos] = 0
             self.make_resident(blk, lo, hi, True, CAUSE_DEMAND, CAUSE_PREFETCH, out_row, tick)
             self.fmask[lo:hi + 1] = 0
         S.counts[out_row, C_BATCHES] += 1
-        S.scal[S_NBATCH] = 0
+        S.driver[0].n_batch = 0
 
     def hint_prefetch(self, p0: int, lo: int, hi: int) -> None:
         """The driver's hint rules on the prefetch set: a fault on a page preferring the GPU,
@@ -349,9 +340,9 @@ class ReferenceModel:
     def host_access_event(self, e: int, out_row: int) -> None:
         """The CPU touched the event's range: its GPU-resident pages migrate back to the
         host (CPU faults), its never-populated pages are populated in host memory. Leaves
-        the time (copies, plus the CPU fault cost per page) in S.tacc."""
+        the time (copies, plus the CPU fault cost per page) in driver.step_ns."""
         S, T = self.S, self.T
-        S.tacc[0] = 0.0
+        S.driver[0].step_ns = 0.0
         moved = 0
         for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
             if T.a_host[T.seg_alloc[seg]]:
@@ -364,15 +355,15 @@ class ReferenceModel:
                 for d in range(p0 + lo, p0 + hi + 1):
                     if S.pstate[d] & RES:
                         if self.thrashing:
-                            self.thrash_record(d, float(S.fcfg[F_CLOCK]))
+                            self.thrash_record(d, float(S.driver[0].clock))
                     elif not S.pstate[d] & POP:
                         S.pstate[d] |= POP
                         S.counts[out_row, C_HOST_POP] += 1
                         moved += 1
                 moved += self.prefetch_to_cpu(blk, lo, hi, out_row, C_DTOH_HOST)
-        S.times[out_row, T_TRANSFER] += S.tacc[0]
-        S.tacc[0] += moved * S.hw[HW_HOST_FAULT_NS]
-        S.times[out_row, T_STALL] += S.tacc[0]
+        S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
+        S.driver[0].step_ns += moved * S.hw[0].host_fault_ns
+        S.times[out_row, T_STALL] += S.driver[0].step_ns
 
     # ---------------------------------------------------------------- thrashing (driver side)
     def thrash_record(self, d: int, t: float) -> None:
@@ -381,7 +372,7 @@ class ReferenceModel:
         the count restarts."""
         S = self.S
         last = float(S.pg_last[d])
-        if last >= 0.0 and t - last > S.fcfg[F_EPOCH_NS]:
+        if last >= 0.0 and t - last > S.driver[0].thrash_epoch_ns:
             S.pg_thr[d] = 0
             S.pg_throt[d] = 0
         self._record(d, last, t)
@@ -389,7 +380,7 @@ class ReferenceModel:
     def _record(self, d: int, last: float, t: float) -> None:
         S = self.S
         if last >= 0.0:
-            if t - last <= S.fcfg[F_LAPSE_NS]:
+            if t - last <= S.driver[0].thrash_lapse_ns:
                 S.pg_thr[d] = min(255, int(S.pg_thr[d]) + 1)
             else:
                 S.pg_thr[d] = 0
@@ -397,21 +388,21 @@ class ReferenceModel:
 
     def thrash_fault(self, k: int, r: int, d: int, now: float) -> bool:
         """The driver's thrashing mitigation on a GPU fault of page d at `now`. A pinned
-        page is read remotely; a page with F_THRESH thrashing events faulting again within
-        the lapse is throttled (the kernel naps) or, after F_PIN_THRESH throttles, pinned in
-        host memory for F_PIN_NS. True when the access is served remotely."""
+        page is read remotely; a page with thrash_threshold thrashing events faulting again
+        within the lapse is throttled (the kernel naps) or, after thrash_pin_threshold
+        throttles, pinned in host memory for thrash_pin_ns. True when the access is served remotely."""
         S = self.S
         if S.pg_pin[d] > now:
             self.remote_access(k, r, d)
             return True
         last = float(S.pg_last[d])
-        if last >= 0.0 and now - last > S.fcfg[F_EPOCH_NS]:
+        if last >= 0.0 and now - last > S.driver[0].thrash_epoch_ns:
             S.pg_thr[d] = 0
             S.pg_throt[d] = 0
         t = now
-        if last >= 0.0 and S.pg_thr[d] >= S.fcfg[F_THRESH] and t - last <= S.fcfg[F_LAPSE_NS]:
-            if S.pg_throt[d] >= S.fcfg[F_PIN_THRESH]:
-                S.pg_pin[d] = t + S.fcfg[F_PIN_NS]
+        if last >= 0.0 and S.pg_thr[d] >= S.driver[0].thrash_threshold and t - last <= S.driver[0].thrash_lapse_ns:
+            if S.pg_throt[d] >= S.driver[0].thrash_pin_threshold:
+                S.pg_pin[d] = t + S.driver[0].thrash_pin_ns
                 S.pg_thr[d] = 0
                 S.pg_throt[d] = 0
                 S.counts[k, C_PINS] += 1
@@ -419,8 +410,8 @@ class ReferenceModel:
                 return True
             S.pg_throt[d] = min(255, int(S.pg_throt[d]) + 1)
             S.counts[k, C_THROTTLED] += 1
-            S.fcfg[F_PEND_NS] += S.fcfg[F_NAP_NS]          # the kernel naps, then faults
-            t += S.fcfg[F_NAP_NS]
+            S.driver[0].pend_ns += S.driver[0].thrash_nap_ns          # the kernel naps, then faults
+            t += S.driver[0].thrash_nap_ns
         self._record(d, last, t)
         return False
 
@@ -432,7 +423,7 @@ class ReferenceModel:
         S, T = self.S, self.T
         write = T.row_flags[r] & FLAGS_WRITE
         adv = 0
-        if S.fcfg[F_ADVISE]:
+        if S.driver[0].advise:
             adv = int(S.pg_adv[d])
             if adv & ADV_READ_MOSTLY:
                 if not write:
@@ -448,10 +439,10 @@ class ReferenceModel:
             self.remote_access(k, r, d)
             return True
         if adv & ADV_ACCESSED_BY and not adv & ADV_PREF_GPU and S.pstate[d] & POP:
-            if not (S.fcfg[F_REMOTE] == REMOTE_DRIVER and self.counter_driver(k, r, d)):
+            if not (S.driver[0].remote == REMOTE_DRIVER and self.counter_driver(k, r, d)):
                 self.remote_access(k, r, d)
                 return True
-        elif S.fcfg[F_REMOTE] == REMOTE_UVMSMART and not write:
+        elif S.driver[0].remote == REMOTE_UVMSMART and not write:
             if not self.counter_uvmsmart(k, r, d):
                 self.remote_access(k, r, d)
                 return True
@@ -462,7 +453,7 @@ class ReferenceModel:
         S, T = self.S, self.T
         blk = int(T.page_block[d])
         S.ac_count[blk] += T.row_count[r]
-        if S.ac_count[blk] >= S.fcfg[F_AC_THRESH]:
+        if S.ac_count[blk] >= S.driver[0].ac_threshold:
             S.ac_count[blk] = 0
             S.counts[k, C_COUNTER_MIG] += 1
             return True
@@ -473,14 +464,14 @@ class ReferenceModel:
         S, T = self.S, self.T
         g = int(T.page_block[d]) * 32 + (int(T.page_pos[d]) >> 4)
         S.ac_count[g] += T.row_count[r]
-        used = S.free_stack.size - int(S.scal[S_NFREE])
-        cap = int(S.scal[S_CAP])
+        used = S.free_stack.size - int(S.pool[0].n_free)
+        cap = int(S.pool[0].capacity)
         if used >= cap:
-            S.fcfg[F_OVERSUB] = 1.0
-        if S.fcfg[F_OVERSUB]:
-            thr = S.fcfg[F_AC_THRESH] * S.fcfg[F_AC_PENALTY] * (S.ac_trips[g] + 1)
+            S.driver[0].oversubscribed = 1.0
+        if S.driver[0].oversubscribed:
+            thr = S.driver[0].ac_threshold * S.driver[0].ac_penalty * (S.ac_trips[g] + 1)
         else:
-            thr = 1.0 + S.fcfg[F_AC_THRESH] * used / cap
+            thr = 1.0 + S.driver[0].ac_threshold * used / cap
         if S.ac_count[g] >= thr:
             S.counts[k, C_COUNTER_MIG] += 1
             return True
@@ -517,7 +508,7 @@ class ReferenceModel:
         S, T = self.S, self.T
         n = int(T.row_count[r])
         S.counts[k, C_REMOTE] += n
-        S.fcfg[F_PEND_NS] += n * S.fcfg[F_REMOTE_NS]
+        S.driver[0].pend_ns += n * S.driver[0].remote_access_ns
         S.pstate[d] |= POP
 
     def free_alloc(self, a: int) -> None:
@@ -538,7 +529,7 @@ class ReferenceModel:
     def tlb_shootdown(self, blk: int, lo: int, hi: int) -> None:
         """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
         S = self.S
-        sh, ways = int(S.xli[XL_SHIFT]), int(S.xli[XL_WAYS])
+        sh, ways = int(S.translation[0].shift), int(S.translation[0].ways)
         vb = int(S.b_vbase[blk])
         for tag in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
             base = self.tlb_set_base(tag)
@@ -552,26 +543,26 @@ class ReferenceModel:
         """First way of the set holding `tag`; with the TLB sliced among n tenants, a set
         of the tag's tenant's own share (sets // n of them)."""
         S = self.S
-        nsets, n = int(S.xli[XL_SETS]), int(S.xli[XL_TLB_SLICES])
+        nsets, n = int(S.translation[0].sets), int(S.translation[0].tlb_slices)
         if n > 0:
             per = nsets // n
-            ten = tag >> (44 - int(S.xli[XL_SHIFT]))
-            return ((ten % n) * per + tag % per) * int(S.xli[XL_WAYS])
-        return (tag % nsets) * int(S.xli[XL_WAYS])
+            ten = tag >> (44 - int(S.translation[0].shift))
+            return ((ten % n) * per + tag % per) * int(S.translation[0].ways)
+        return (tag % nsets) * int(S.translation[0].ways)
 
     def translate(self, d: int, t: float, row: int, walks: list):
         """TLB lookup for dense page d at time t. A miss starts a walk process (appended to
         `walks`); a miss on an entry whose walk is in flight merges with it."""
         S, T = self.S, self.T
         blk = int(T.page_block[d])
-        tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.xli[XL_SHIFT])
-        ways = int(S.xli[XL_WAYS])
+        tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.translation[0].shift)
+        ways = int(S.translation[0].ways)
         base = self.tlb_set_base(tag)
-        S.xli[XL_TICK] += 1
+        S.translation[0].tick += 1
         slot = -1
         for w in range(base, base + ways):
             if S.tlb_tag[w] == tag:
-                S.tlb_used[w] = S.xli[XL_TICK]
+                S.tlb_used[w] = S.translation[0].tick
                 if w in self._fill_id or S.tlb_ready[w] > t:
                     S.counts[row, C_TLB_MISSES] += 1   # waits for the walk in flight
                 return
@@ -585,7 +576,7 @@ class ReferenceModel:
             # only a valid PTE is cached; its ready time is known once a walker takes it
             S.tlb_tag[slot] = tag
             S.tlb_ready[slot] = math.inf
-            S.tlb_used[slot] = S.xli[XL_TICK]
+            S.tlb_used[slot] = S.translation[0].tick
             fill = self._next_fill
             self._next_fill += 1
             self._fill_id[slot] = fill
@@ -625,12 +616,12 @@ class ReferenceModel:
         with self.driver.request() as req:
             yield req
             start = env.now
-            S.tacc[0] = 0.0
+            S.driver[0].step_ns = 0.0
             self.service_batch(nb, k, tick)
-            cost = S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS] * nb + S.tacc[0]
-            S.times[k, T_TRANSFER] += S.tacc[0]
+            cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+            S.times[k, T_TRANSFER] += S.driver[0].step_ns
             S.times[k, T_DRV_WAIT] += start - t
-            S.xlf[XF_DRIVER_FREE] = start + cost
+            S.driver[0].free_at = start + cost
             yield env.timeout(cost)
         return (start - t) + cost
 
@@ -640,7 +631,7 @@ class ReferenceModel:
         rows touched in it, spread evenly over [s/n, (s+1)/n) of the compute time."""
         S, T = self.S, self.T
         r0, r1 = int(T.k_row_start[k]), int(T.k_row_start[k + 1])
-        n = int(T.k_nslices[k]) if S.fcfg[F_SLICES] and T.row_slices.size else 1
+        n = int(T.k_nslices[k]) if S.frontend[0].slices and T.row_slices.size else 1
         if n <= 1:
             gap = dur / (r1 - r0) if r1 > r0 else 0.0
             for r in range(r0, r1):
@@ -664,7 +655,7 @@ class ReferenceModel:
         if not dur > 0.0:
             dur = 0.0
         if self.ft:
-            S.fcfg[F_CLOCK] = t0
+            S.driver[0].clock = t0
         stall = 0.0
         walks: list = []
         buf = self.faults
@@ -675,7 +666,7 @@ class ReferenceModel:
                 continue
             t = issue + stall
             if self.ft:
-                t += S.fcfg[F_PEND_NS]     # naps and remote reads so far delay the row
+                t += S.driver[0].pend_ns     # naps and remote reads so far delay the row
             if self.xl:
                 if t > env.now:
                     yield env.timeout(t - env.now)
@@ -685,7 +676,7 @@ class ReferenceModel:
                 if ps & DUP and T.row_flags[r] & FLAGS_WRITE:
                     # a write to a read duplicate: the driver collapses the copies
                     S.pstate[d] &= ~DUP
-                    S.fcfg[F_PEND_NS] += S.hw[HW_BATCH_NS] + S.hw[HW_FAULT_NS]
+                    S.driver[0].pend_ns += S.hw[0].batch_ns + S.hw[0].fault_ns
                 if self.EV_ON_HIT is not None:
                     self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], r)
                 continue
@@ -702,14 +693,14 @@ class ReferenceModel:
         if buf.n:
             t = t0 + dur + stall
             if self.ft:
-                t += S.fcfg[F_PEND_NS]
+                t += S.driver[0].pend_ns
             if t > env.now:
                 yield env.timeout(t - env.now)
             stall += yield env.process(self.service(buf.n, k, r1, t))
         if self.ft:
-            stall += S.fcfg[F_PEND_NS]
-            S.fcfg[F_PEND_NS] = 0.0
-            S.fcfg[F_CLOCK] = t0 + dur + stall
+            stall += S.driver[0].pend_ns
+            S.driver[0].pend_ns = 0.0
+            S.driver[0].clock = t0 + dur + stall
         end = t0 + dur + stall
         S.times[k, T_STALL] += stall
         if end > env.now:
@@ -730,21 +721,21 @@ class ReferenceModel:
             yield req
             start = env.now
             if int(T.ev_op[e]) == OP_HOST_ACCESS:
-                S.fcfg[F_CLOCK] = start        # thrashing sees the migrations at this time
+                S.driver[0].clock = start        # thrashing sees the migrations at this time
                 self.host_access_event(e, out_row)
             else:
                 self.copy_range(e, out_row, tick)
             S.times[out_row, T_STALL] += start - t
             S.times[out_row, T_DRV_WAIT] += start - t
-            S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
-            yield env.timeout(S.tacc[0])
+            S.driver[0].free_at = start + S.driver[0].step_ns
+            yield env.timeout(S.driver[0].step_ns)
         return env.now
 
     def copy_range(self, e: int, out_row: int, tick: int) -> None:
-        """memcpy_htod, memset and prefetch, block by block; leaves their time in S.tacc."""
+        """memcpy_htod, memset and prefetch, block by block; leaves their time in driver.step_ns."""
         S, T = self.S, self.T
         op = int(T.ev_op[e])
-        S.tacc[0] = 0.0
+        S.driver[0].step_ns = 0.0
         for seg in range(int(T.ev_seg_start[e]), int(T.ev_seg_start[e + 1])):
             if T.a_host[T.seg_alloc[seg]]:
                 continue
@@ -757,8 +748,8 @@ class ReferenceModel:
                     continue
                 cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET}.get(op, CAUSE_API)
                 self.make_resident(blk, lo, hi, False, cause, cause, out_row, tick)
-        S.times[out_row, T_TRANSFER] += S.tacc[0]
-        S.times[out_row, T_STALL] += S.tacc[0]
+        S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
+        S.times[out_row, T_STALL] += S.driver[0].step_ns
 
     def for_each_block(self, seg: int) -> tuple[int, int]:
         """First/last block of a segment (helper for range events)."""
@@ -778,8 +769,8 @@ class ReferenceModel:
                 yield req
                 yield env.timeout(until - env.now)
 
-        if self.S.xlf[XF_DRIVER_FREE] > t:
-            env.process(busy_until(self.driver, float(self.S.xlf[XF_DRIVER_FREE])))
+        if self.S.driver[0].free_at > t:
+            env.process(busy_until(self.driver, float(self.S.driver[0].free_at)))
         if self.xl:
             for p, pool in enumerate(self.pools):
                 for w in pool:
@@ -795,10 +786,10 @@ class ReferenceModel:
             return (yield self.env.process(self.run_kernel(int(T.ev_kernel[e]), t)))
         if op == OP_FREE:
             self.free_alloc(int(T.ev_alloc[e]))
-        elif op == OP_ADVISE and self.S.fcfg[F_ADVISE]:
+        elif op == OP_ADVISE and self.S.driver[0].advise:
             self.advise(e)
         elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH) or (op == OP_HOST_ACCESS and
-                                                          self.S.fcfg[F_HOST_ACCESS]):
+                                                          self.S.driver[0].host_access):
             return (yield self.env.process(self.range_event(e, out_row, tick, t)))
         return t
 
@@ -810,13 +801,13 @@ class ReferenceModel:
         j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
         if j < 0:
             return
-        start = max(t, float(S.xlf[XF_DRIVER_FREE]))
-        S.tacc[0] = 0.0
+        start = max(t, float(S.driver[0].free_at))
+        S.driver[0].step_ns = 0.0
         while j >= 0:
             self.evict_from(j, k, tick)
             j = int(self.SC_START(self.sched_state, S, self.T, ten, k, S.t_live))
-        S.times[k, T_TRANSFER] += S.tacc[0]
-        S.xlf[XF_DRIVER_FREE] = start + S.tacc[0]
+        S.times[k, T_TRANSFER] += S.driver[0].step_ns
+        S.driver[0].free_at = start + S.driver[0].step_ns
 
     def replay(self, ten_ev: np.ndarray, ten_out: np.ndarray, clock: np.ndarray,
                waited: np.ndarray | None = None) -> None:
