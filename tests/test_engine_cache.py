@@ -92,3 +92,18 @@ def test_hook_helpers_get_the_key_in_their_disk_cache():
         ["uvmsim.engine.timing"])
     idx = hooks["EV_ON_FILL"]._cache._index_key((), hooks["EV_ON_FILL"].targetctx.codegen())
     assert idx[-1] == lru4k_key
+
+
+def test_default_components_are_the_engine_defaults():
+    """A replay naming no tenant component and one naming the built-in defaults (`shared`
+    walkers, `interleave`, `shared` memory) bind the same hooks, so they share one engine."""
+    from uvmsim.components.memory import MEMORY
+    from uvmsim.components.sched import SCHEDULERS
+    from uvmsim.components.walkers import WALKERS
+    pf, ev = get_prefetch("density"), get_evict("lru2m")
+    k0, h0 = build.policy_key(pf, ev)
+    k1, h1 = build.policy_key(pf, ev, WALKERS["shared"], SCHEDULERS["interleave"],
+                              MEMORY["shared"])
+    assert (k0, h0) == (k1, h1)
+    k2, _ = build.policy_key(pf, ev, WALKERS["dws"])
+    assert k2 != k0  # another component's module is in the key

@@ -14,11 +14,12 @@ a vector was).
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 from numba import types
 from numba.experimental import structref
+
+from .hooks import empty_state
+from .timing import transfer_table
 
 # pstate bits, one byte per dense page
 POP = np.uint8(1)   # populated: the page has data somewhere
@@ -183,7 +184,7 @@ _STATE_FIELDS = [
     "wbits",        # uint64[8] scratch: positions being made resident
     "t_chunks",     # int64[n_tenants] chunks each tenant's blocks hold
     "mem",          # the memory component's state (a namedtuple of arrays its init built;
-                    # uvmsim.components.memory); EmptyState for the default `shared`
+                    # uvmsim.components.memory); hooks.EmptyState for the default
     # ---- driver: the fault batch, its service, the mechanisms
     "b_rank",       # int64[n_blocks] service order: by first page, then allocation base
     "rank_block",   # int64[n_blocks] inverse of b_rank
@@ -251,10 +252,6 @@ class _Proxy(structref.StructRefProxy):
             raise AttributeError(name) from None
 
 
-# the state of the default memory component (`shared`), which needs none
-NoMemState = namedtuple("NoMemState", "unused")
-
-
 class EngineState(_Proxy):
     """Mutable replay state (fields listed in _STATE_FIELDS)."""
 
@@ -302,9 +299,8 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
     multi-tenant replay); `options` sets fields of the parts' records by name (the model's
     options: uvmsim.simulate.model_options; none: all off); `capacity` is the GPU's in
     chunks when the pool holds fewer (n_chunks; see POOL.capacity); `mem` the memory
-    component's state (None: the default component's, NoMemState).
+    component's state (None: the default's, hooks.EmptyState).
     """
-    from .timing import transfer_table
     recs = {name: record(dt) for name, dt in RECORDS.items()}
     for name, v in (options or {}).items():
         owner = [r for r, dt in RECORDS.items() if name in dt.names]
@@ -343,7 +339,7 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         free_stack=np.arange(n_chunks - 1, -1, -1, dtype=np.int32),
         pool=recs["pool"], victim=np.zeros(3, np.int64), wbits=np.zeros(8, np.uint64),
         t_chunks=np.zeros(n_tenants, np.int64),
-        mem=NoMemState(np.zeros(1, np.int64)) if mem is None else mem,
+        mem=empty_state() if mem is None else mem,
         b_rank=b_rank, rank_block=rank_block,
         batch_page=np.zeros(batch_size, np.int64), batch_key=np.zeros(batch_size, np.int64),
         fbits=np.zeros(8, np.uint64), rbits=np.zeros(8, np.uint64),

@@ -33,10 +33,10 @@ from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_REA
                             CAUSE_MEMSET, CAUSE_PREFETCH, DUP, INB, POP, RES, REMOTE_DRIVER,
                             REMOTE_UVMSMART, T_DRV_WAIT, T_STALL, T_TRANSFER, T_WALKQ, T_XLATE)
 from ..engine.build import policy_key
+from ..engine.hooks import no_hit
 from ..engine.bits import from_positions, to_positions
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
 from ..components.walkers import WALKERS, WalkerContext
-from ..policies.base import no_hit
 from ..trace.format import (ARG_GPU, ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
                             ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,
                             ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY, FLAGS_WRITE, OP_ADVISE,
