@@ -23,12 +23,12 @@ def _name(path: Path) -> str:
 
 
 def _modules() -> dict[str, Path]:
-    """uvmsim's importable modules. The engine's template parts (engine/parts/ and the
-    template build.py joins) are not modules: build writes them into a generated one."""
+    """uvmsim's importable modules. The engine's template parts (engine/parts/) are not
+    modules: uvmsim.engine.build joins them into a generated one."""
     out = {}
     for p in sorted(PKG.rglob("*.py")):
         rel = p.relative_to(PKG).as_posix()
-        if rel.startswith("engine/parts/") or rel == "engine/replay_template.py":
+        if rel.startswith("engine/parts/"):
             continue
         out[_name(p)] = p
     return out
@@ -112,9 +112,9 @@ def test_the_checker_sees_a_cycle_and_a_late_import():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
     # a late (function-level) relative import resolves to the module it names
-    late = _imports("uvmsim.engine.state", "def f():\n    from .timing import t\n",
+    late = _imports("uvmsim.engine.state", "def f():\n    from .link import t\n",
                     str(PKG / "engine" / "state.py"))
-    assert late == {"uvmsim.engine.timing"}
+    assert late == {"uvmsim.engine.link"}
 
 
 def test_no_import_cycle_in_uvmsim():
@@ -138,15 +138,14 @@ def test_engine_imports_nothing_above_it():
 
 def test_generated_engine_header_imports_only_the_engine_and_the_format():
     from uvmsim.engine import build
-    header = build._HEADER.format(pf="pf", ev="ev", cache=True)
+    header = build._HEADER.format(pf="pf", ev="ev", fe="fe", cache=True)
     deps = _imports("uvmsim.engine.generated", header, "header.py")
     assert deps and all(d.startswith("uvmsim.engine") or d in ENGINE_MAY_IMPORT
                         or d == "uvmsim.trace" for d in deps), deps
 
 
-@pytest.mark.parametrize("part", sorted(p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py")
-                                        if p.relative_to(PKG).as_posix().startswith("engine/parts/")
-                                        or p.name == "replay_template.py"))
+@pytest.mark.parametrize("part", sorted(p.relative_to(PKG).as_posix()
+                                        for p in (PKG / "engine" / "parts").rglob("*.py")))
 def test_template_parts_import_nothing(part):
     """A template part gets its names from the header build writes: an import of its own
     would be invisible to the engine's cache key and to the checks above."""

@@ -12,7 +12,7 @@ import uvmsim
 import uvmsim.reference as ref
 from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, H200_PCIE5_FIT, MODELS, Hardware, Model,
                            get_model, model_from_constants)
-from uvmsim.engine.timing import transfer_ns
+from uvmsim.engine.link import transfer_ns
 from uvmsim.trace.builder import TraceBuilder
 
 from helpers import MiB, PAGE, ping_pong

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uvmsim
 from uvmsim.config import Translation, get_model
-from uvmsim.engine.timing import transfer_ns
+from uvmsim.engine.link import transfer_ns
 from uvmsim.multi import simulate_multi, system_metrics
 from uvmsim.trace.builder import TraceBuilder
 

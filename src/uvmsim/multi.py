@@ -222,7 +222,7 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
     opts = model_options(mdl)
     if sc.remote:
-        opts["mechanisms"] = True   # the scheduler's hints map tenants remotely (ft_miss)
+        opts["mechanisms"] = True   # the scheduler's hints map tenants remotely (gpu_miss)
     mst = mem.init(MemoryContext(n_t, cap))
     S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.record(),
                   translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t, options=opts,

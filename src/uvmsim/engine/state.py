@@ -19,7 +19,7 @@ from numba import types
 from numba.experimental import structref
 
 from .hooks import empty_state
-from .timing import transfer_table
+from .link import transfer_table
 
 # pstate bits, one byte per dense page
 POP = np.uint8(1)   # populated: the page has data somewhere
@@ -205,7 +205,7 @@ _STATE_FIELDS = [
                     # misses served remotely instead of migrating (uvmsim.components.sched)
     # ---- link
     "xfer",         # float64[2, 513] time of a copy of k pages (k <= 512, one block) host
-                    # to device [0, k] and device to host [1, k]: uvmsim.engine.timing's
+                    # to device [0, k] and device to host [1, k]: uvmsim.engine.link's
                     # curves, computed once, so a copy costs a load instead of an atan
     "hw",           # HARDWARE record
     # ---- translation (size-1 dummies when off)

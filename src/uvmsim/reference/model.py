@@ -35,7 +35,7 @@ from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_REA
 from ..engine.build import policy_key
 from ..engine.hooks import no_hit
 from ..engine.bits import from_positions, to_positions
-from ..engine.timing import transfer_dtoh_ns, transfer_ns
+from ..engine.link import transfer_dtoh_ns, transfer_ns
 from ..components.walkers import WALKERS, WalkerContext
 from ..trace.format import (ARG_GPU, ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU, ARG_SET_PREF_GPU,
                             ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY, ARG_UNSET_PREF_CPU,

@@ -1,6 +1,9 @@
-"""The link: time of one transfer (shared by the engine and the reference model).
+"""The link: the time of a transfer between host and GPU memory.
 
-`hw` is the HARDWARE record (uvmsim.engine.state; uvmsim.config.Hardware.record).
+The curves (transfer_ns, transfer_dtoh_ns) are shared by the engine and the reference model;
+`hw` is the HARDWARE record (uvmsim.engine.state, uvmsim.config.Hardware.record). The engine
+computes them once per replay into S.xfer (transfer_table) and its parts ask the link for
+the time of one copy of a run of pages (htod_ns, dtoh_ns): a load instead of an atan.
 """
 from __future__ import annotations
 
@@ -50,3 +53,15 @@ def transfer_table(hw):
         t[0, k] = transfer_ns(hw, k * 4096)
         t[1, k] = transfer_dtoh_ns(hw, k * 4096)
     return t
+
+
+@njit(cache=True, inline="always")
+def htod_ns(S, pages):
+    """Time of one host-to-device copy of `pages` adjacent pages of one block (<= 512)."""
+    return S.xfer[0, pages]
+
+
+@njit(cache=True, inline="always")
+def dtoh_ns(S, pages):
+    """Time of one device-to-host copy of `pages` adjacent pages of one block (<= 512)."""
+    return S.xfer[1, pages]
