@@ -238,7 +238,7 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     else:
         from .reference.model import ReferenceModel
         ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
-                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay(
+                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay_clocked(
                            m.ten_ev, ten_out, clock, waited)
     out = []
     for i, t in enumerate(traces):
