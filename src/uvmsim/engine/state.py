@@ -18,6 +18,7 @@ import numpy as np
 from numba import types
 from numba.experimental import structref
 
+from ..errors import ConfigError
 from .hooks import empty_state
 from .link import transfer_table
 
@@ -160,6 +161,16 @@ TRANSLATION = _record([
     ("tlb_slices", np.int64),
     ("walk_ns", np.float64),      # latency of one walk
 ])
+# A TLB entry's tag is the tenant's virtual page of translation size times the number of
+# tenants plus the tenant: two tenants' pages never share a tag. Pages are below 2^50
+# (docs/trace-format.md), so with at most MAX_TENANTS tenants a tag stays below 2^63.
+MAX_TENANTS = 1 << 13
+VPAGE_LIMIT = 1 << 50
+# The set of a tag is that of the virtual page offset by tenant << TLB_TENANT_SPREAD pages
+# (modulo the sets), which spreads tenants' equal addresses over different sets of a TLB
+# whose set count is not a power of two (the placement tags had when they carried the
+# tenant in those bits, kept so translated multi-tenant replays count as before)
+TLB_TENANT_SPREAD = 44
 
 # ---- front-end: what the GPU touches (S.frontend[0])
 FRONTEND = _record([
@@ -182,6 +193,7 @@ _STATE_FIELDS = [
     "pool",         # POOL record
     "victim",       # int64[3] victim hook output: chunk, first position, last position
     "wbits",        # uint64[8] scratch: positions being made resident
+    "b_tenant",     # int64[n_blocks] tenant whose trace the block belongs to (0..n_tenants-1)
     "t_chunks",     # int64[n_tenants] chunks each tenant's blocks hold
     "mem",          # the memory component's state (a namedtuple of arrays its init built;
                     # uvmsim.components.memory); hooks.EmptyState for the default
@@ -209,7 +221,7 @@ _STATE_FIELDS = [
                     # curves, computed once, so a copy costs a load instead of an atan
     "hw",           # HARDWARE record
     # ---- translation (size-1 dummies when off)
-    "b_vbase",      # int64[n_blocks] tenant << 44 | virtual page of window position 0
+    "b_vbase",      # int64[n_blocks] virtual page of window position 0 (< 2^50)
     "tlb_tag",      # int64[sets*ways] translation tag held by each TLB entry, -1 if none
     "tlb_ready",    # float64[sets*ways] time its walk completes (a later miss merges)
     "tlb_used",     # int64[sets*ways] LRU stamp within the set
@@ -287,20 +299,30 @@ _define_trace_proxy()
 
 def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
               b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
-              b_vbase: np.ndarray | None = None, n_out_rows: int = 1,
-              options: dict | None = None, capacity: int | None = None,
+              b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
+              n_out_rows: int = 1, options: dict | None = None, capacity: int | None = None,
               n_tenants: int = 1, mem: tuple | None = None) -> EngineState:
     """All-empty state: nothing populated or resident, every chunk free, TLB empty.
 
     `hw` is the HARDWARE record (uvmsim.config.Hardware.record). `translation`
     (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase` is each block's
-    translation base (tenant << 44 | virtual page of window position 0); `n_out_rows` rows
-    after the kernels' collect what happens outside kernels (one per tenant in a
-    multi-tenant replay); `options` sets fields of the parts' records by name (the model's
+    translation base (the virtual page of its window position 0) and `b_tenant` its tenant
+    (default: all 0); both are checked here, as compiled code indexes tenant arrays with
+    b_tenant and builds TLB tags from both; `n_out_rows` rows after the kernels' collect what
+    happens outside kernels (one per tenant in a multi-tenant replay); `options` sets fields of the parts' records by name (the model's
     options: uvmsim.simulate.model_options; none: all off); `capacity` is the GPU's in
     chunks when the pool holds fewer (n_chunks; see POOL.capacity); `mem` the memory
     component's state (None: the default's, hooks.EmptyState).
     """
+    if not 1 <= n_tenants <= MAX_TENANTS:
+        raise ConfigError(f"{n_tenants} tenants: between 1 and {MAX_TENANTS} may share a GPU")
+    b_vbase = (np.zeros(n_blocks, np.int64) if b_vbase is None
+               else np.ascontiguousarray(b_vbase, np.int64))
+    b_tenant = (np.zeros(n_blocks, np.int64) if b_tenant is None
+                else np.ascontiguousarray(b_tenant, np.int64))
+    for name, x, hi in (("b_vbase", b_vbase, VPAGE_LIMIT), ("b_tenant", b_tenant, n_tenants)):
+        if x.size != n_blocks or (x.size and (int(x.min()) < 0 or int(x.max()) >= hi)):
+            raise ConfigError(f"engine state: {name} must hold {n_blocks} values in 0..{hi - 1}")
     recs = {name: record(dt) for name, dt in RECORDS.items()}
     for name, v in (options or {}).items():
         owner = [r for r, dt in RECORDS.items() if name in dt.names]
@@ -314,7 +336,11 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
     pool["free_pages"] = pool["capacity"] * 512
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
-    hw = np.ascontiguousarray(hw, HARDWARE)
+    hw = np.asarray(hw)
+    if hw.dtype != HARDWARE or hw.shape != (1,):
+        raise ConfigError("engine state: hw must be one HARDWARE record "
+                          f"(uvmsim.config.Hardware.record()), got {hw.dtype} {hw.shape}")
+    hw = np.ascontiguousarray(hw)
     n_entries = 1
     walkers = 1
     if translation is not None:
@@ -338,7 +364,7 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         chunk_block=np.full(n_chunks, -1, np.int32),
         free_stack=np.arange(n_chunks - 1, -1, -1, dtype=np.int32),
         pool=recs["pool"], victim=np.zeros(3, np.int64), wbits=np.zeros(8, np.uint64),
-        t_chunks=np.zeros(n_tenants, np.int64),
+        b_tenant=b_tenant, t_chunks=np.zeros(n_tenants, np.int64),
         mem=empty_state() if mem is None else mem,
         b_rank=b_rank, rank_block=rank_block,
         batch_page=np.zeros(batch_size, np.int64), batch_key=np.zeros(batch_size, np.int64),
@@ -349,8 +375,7 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         ac_count=np.zeros(nac, np.int64), ac_trips=np.zeros(nac, np.int32),
         t_remote=np.zeros(n_tenants, np.uint8),
         xfer=transfer_table(hw), hw=hw,
-        b_vbase=(np.zeros(n_blocks, np.int64) if b_vbase is None
-                 else np.ascontiguousarray(b_vbase, np.int64)),
+        b_vbase=b_vbase,
         tlb_tag=np.full(n_entries, -1, np.int64), tlb_ready=np.zeros(n_entries, np.float64),
         tlb_used=np.zeros(n_entries, np.int64), walk_free=np.zeros(walkers, np.float64),
         translation=recs["translation"], frontend=recs["frontend"],

@@ -123,7 +123,7 @@ class Driver:
             if adv & ADV_PREF_CPU:
                 self.remote_access(k, r, d)
                 return True
-        if S.t_remote[int(S.b_vbase[T.page_block[d]]) >> 44]:
+        if S.t_remote[int(S.b_tenant[T.page_block[d]])]:
             self.remote_access(k, r, d)
             return True
         if self.thrashing and S.pg_pin[d] > now:

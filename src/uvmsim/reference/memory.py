@@ -28,7 +28,7 @@ class Memory:
         c = int(S.b_chunk[blk])
         if c >= 0:
             return c
-        ten = int(S.b_vbase[blk]) >> 44
+        ten = int(S.b_tenant[blk])
         while (j := int(self.MEM_RESERVE(S.mem, S, self.T, ten))) >= 0:
             self.evict_from(j, out_row, tick)
         while S.pool[0].n_free == 0:
@@ -62,7 +62,7 @@ class Memory:
         blk = int(S.chunk_block[c])
         if c < 0 or blk < 0:
             raise RuntimeError("eviction policy named a chunk that is not in use")
-        if S.pool[0].victim_tenant >= 0 and int(S.b_vbase[blk]) >> 44 != S.pool[0].victim_tenant:
+        if S.pool[0].victim_tenant >= 0 and int(S.b_tenant[blk]) != S.pool[0].victim_tenant:
             raise RuntimeError("eviction policy named a chunk of another tenant than asked")
         lo = int(T.b_lo[blk])
         p0 = int(T.b_page0[blk]) - lo
@@ -125,7 +125,7 @@ class Memory:
         S.pool[0].n_free += 1
         if S.pool[0].small_blocks:
             S.pool[0].free_pages += self.block_pages(blk)
-        S.t_chunks[int(S.b_vbase[blk]) >> 44] -= 1
+        S.t_chunks[int(S.b_tenant[blk])] -= 1
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
     def block_pages(self, blk: int) -> int:

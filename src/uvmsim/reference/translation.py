@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..engine.state import C_PAGE_WALKS, C_TLB_MISSES, RES, T_WALKQ
+from ..engine.state import C_PAGE_WALKS, C_TLB_MISSES, RES, T_WALKQ, TLB_TENANT_SPREAD
 
 
 class Translation:
@@ -17,34 +17,38 @@ class Translation:
         """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
         S = self.S
         sh, ways = int(S.translation[0].shift), int(S.translation[0].ways)
-        vb = int(S.b_vbase[blk])
-        for tag in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
-            base = self.tlb_set_base(tag)
+        vb, ten = int(S.b_vbase[blk]), int(S.b_tenant[blk])
+        for vt in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
+            tag = vt * S.t_chunks.size + ten
+            base = self.tlb_set_base(ten, vt)
             for w in range(base, base + ways):
                 if S.tlb_tag[w] == tag:
                     S.tlb_tag[w] = -1
                     self._fill_id.pop(w, None)
                     break
 
-    def tlb_set_base(self, tag: int) -> int:
-        """First way of the set holding `tag`; with the TLB sliced among n tenants, a set
-        of the tag's tenant's own share (sets // n of them)."""
+    def tlb_set_base(self, ten: int, vt: int) -> int:
+        """First way of the set holding tenant ten's virtual page vt: that of vt plus ten
+        << TLB_TENANT_SPREAD; with the TLB sliced among n tenants, a set of the tenant's
+        own share (sets // n of them)."""
         S = self.S
+        h = (ten << (TLB_TENANT_SPREAD - int(S.translation[0].shift))) + vt
         nsets, n = int(S.translation[0].sets), int(S.translation[0].tlb_slices)
         if n > 0:
             per = nsets // n
-            ten = tag >> (44 - int(S.translation[0].shift))
-            return ((ten % n) * per + tag % per) * int(S.translation[0].ways)
-        return (tag % nsets) * int(S.translation[0].ways)
+            return ((ten % n) * per + h % per) * int(S.translation[0].ways)
+        return (h % nsets) * int(S.translation[0].ways)
 
     def translate(self, d: int, t: float, row: int, walks: list):
         """TLB lookup for dense page d at time t. A miss starts a walk process (appended to
         `walks`); a miss on an entry whose walk is in flight merges with it."""
         S, T = self.S, self.T
         blk = int(T.page_block[d])
-        tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.translation[0].shift)
+        ten = int(S.b_tenant[blk])
+        vt = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.translation[0].shift)
+        tag = vt * S.t_chunks.size + ten   # a (tenant, page) pair, as in the engine
         ways = int(S.translation[0].ways)
-        base = self.tlb_set_base(tag)
+        base = self.tlb_set_base(ten, vt)
         S.translation[0].tick += 1
         slot = -1
         for w in range(base, base + ways):
@@ -69,7 +73,7 @@ class Translation:
             self._fill_id[slot] = fill
         # the walker component names the pool; the walk queues there (FIFO). A request
         # granted at once takes its walker now, so the next miss at this instant sees it busy
-        p = self.wk.choose(self.wctx, S.walk_free, int(S.b_vbase[blk]) >> 44, t)
+        p = self.wk.choose(self.wctx, S.walk_free, ten, t)
         req = self.walkers[p].request()
         now = req.triggered
         if now:

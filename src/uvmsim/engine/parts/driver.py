@@ -165,7 +165,7 @@ def gpu_miss(S, T, k, r, d, now):
         if adv & ADV_PREF_CPU:
             remote_access(S, T, k, r, d)
             return True
-    if S.t_remote[S.b_vbase[T.page_block[d]] >> 44]:
+    if S.t_remote[S.b_tenant[T.page_block[d]]]:
         # a scheduler component's hint for the whole tenant: map remotely, do not migrate
         remote_access(S, T, k, r, d)
         return True

@@ -5,7 +5,7 @@
 # bits, link, trace format, hooks) and from the other parts.
 #
 # Owns: S.pstate, S.bres, S.b_nres, S.b_chunk, S.chunk_block, S.free_stack, S.pool[0],
-# S.victim, S.wbits, S.t_chunks. A block holds one 2 MiB chunk while any of its pages is
+# S.victim, S.wbits, S.b_tenant, S.t_chunks. A block holds one 2 MiB chunk while any of its pages is
 # resident (with small_blocks, only its own pages count against the capacity).
 # Offers: ensure_chunk, evict_one, release_chunk, make_resident, fill_positions,
 # make_range_resident, prefetch_to_cpu (resident pages back to the host), free_alloc.
@@ -27,7 +27,7 @@ def ensure_chunk(est, S, T, blk, out_row, tick):
     c = S.b_chunk[blk]
     if c >= 0:
         return c
-    ten = S.b_vbase[blk] >> 44
+    ten = S.b_tenant[blk]
     while True:
         j = MEM_RESERVE(S.mem, S, T, ten)
         if j < 0:
@@ -68,7 +68,7 @@ def evict_one(est, S, T, out_row, tick):
     blk = np.int64(S.chunk_block[c])  # int64 like release_chunk's other callers' blocks
     if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
-    if S.pool[0].victim_tenant >= 0 and (S.b_vbase[blk] >> 44) != S.pool[0].victim_tenant:
+    if S.pool[0].victim_tenant >= 0 and S.b_tenant[blk] != S.pool[0].victim_tenant:
         raise RuntimeError("eviction policy named a chunk of another tenant than asked")
     lo = T.b_lo[blk]
     p0 = T.b_page0[blk] - lo
@@ -150,7 +150,7 @@ def release_chunk(est, S, T, blk):
     S.pool[0].n_free += 1
     if S.pool[0].small_blocks != 0:
         S.pool[0].free_pages += block_pages(T, blk)
-    S.t_chunks[S.b_vbase[blk] >> 44] -= 1
+    S.t_chunks[S.b_tenant[blk]] -= 1
     EV_ON_RELEASE(est, S, T, c, blk)
 
 

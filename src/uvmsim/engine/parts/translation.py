@@ -3,7 +3,7 @@
 # A template part (see memory.py's header). Used only when translation is on; the clocked
 # replay's front-end translates each row at its time.
 #
-# Owns: S.tlb_tag, S.tlb_ready, S.tlb_used, S.walk_free, S.translation[0], S.b_vbase (read).
+# Owns: S.tlb_tag, S.tlb_ready, S.tlb_used, S.walk_free, S.translation[0], S.b_vbase and S.b_tenant (read).
 # Offers: translate (a front-end's lookup of a row's page), tlb_shootdown (memory: pages
 # left the GPU).
 # Calls: the walker component (WK_PICK). Nothing of the other parts.
@@ -14,9 +14,11 @@ def translate(wst, S, T, d, t, row):
     """TLB lookup for dense page d at time t; a miss walks on the walker the walker
     component picks. Returns when the translation is ready (t on a hit)."""
     blk = T.page_block[d]
-    tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.translation[0].shift
+    ten = S.b_tenant[blk]
+    vt = (S.b_vbase[blk] + T.page_pos[d]) >> S.translation[0].shift
+    tag = vt * S.t_chunks.size + ten  # tenants' pages never share a tag (MAX_TENANTS)
     ways = S.translation[0].ways
-    base = tlb_set_base(S, tag)
+    base = tlb_set_base(S, ten, vt)
     S.translation[0].tick += 1
     slot = -1
     for w in range(base, base + ways):
@@ -33,7 +35,7 @@ def translate(wst, S, T, d, t, row):
             slot = w
     S.counts[row, C_TLB_MISSES] += 1
     S.counts[row, C_PAGE_WALKS] += 1
-    wk = WK_PICK(wst, S, S.b_vbase[blk] >> 44, t)
+    wk = WK_PICK(wst, S, ten, t)
     if wk < 0 or wk >= S.walk_free.size:
         raise RuntimeError("walker component picked a walker that does not exist")
     start = max(t, S.walk_free[wk])
@@ -49,17 +51,19 @@ def translate(wst, S, T, d, t, row):
 
 
 @_jit
-def tlb_set_base(S, tag):
-    """First way of the TLB set that holds `tag`. With the TLB sliced among tenants
-    (S.translation[0].tlb_slices = their number) a tenant's tags map only into its own equal share
-    of the sets; the tenant is in the tag's high bits (b_vbase: tenant << 44)."""
+def tlb_set_base(S, ten, vt):
+    """First way of the TLB set that holds tenant ten's virtual page vt (of translation
+    size). With the TLB sliced among tenants (S.translation[0].tlb_slices = their number) a
+    tenant's pages map only into its own equal share of the sets. Tenants' pages are spread
+    by TLB_TENANT_SPREAD (uvmsim.engine.state); ten < MAX_TENANTS and vt < 2^50 keep the
+    sum below 2^63."""
+    h = (ten << (TLB_TENANT_SPREAD - S.translation[0].shift)) + vt
     nsets = S.translation[0].sets
     n = S.translation[0].tlb_slices
     if n > 0:
         per = nsets // n
-        ten = tag >> (44 - S.translation[0].shift)
-        return ((ten % n) * per + tag % per) * S.translation[0].ways
-    return (tag % nsets) * S.translation[0].ways
+        return ((ten % n) * per + h % per) * S.translation[0].ways
+    return (h % nsets) * S.translation[0].ways
 
 
 @_jit
@@ -67,8 +71,10 @@ def tlb_shootdown(S, blk, lo, hi):
     """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
     sh = S.translation[0].shift
     ways = S.translation[0].ways
-    for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
-        base = tlb_set_base(S, tag)
+    ten = S.b_tenant[blk]
+    for vt in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
+        tag = vt * S.t_chunks.size + ten
+        base = tlb_set_base(S, ten, vt)
         for w in range(base, base + ways):
             if S.tlb_tag[w] == tag:
                 S.tlb_tag[w] = -1
