@@ -175,7 +175,10 @@ def _run(traces: list[Trace], sc: Scenario, engine: str):
     """One replay of `traces` as tenants: their Results, clocks at their last event, time
     their kernels waited for the scheduler, and the prepared replay."""
     run = prepare(traces, sc)
-    clock, waited = (run.run_engine(clocked=True) if engine == "fast"
-                     else run.run_reference())
+    if engine == "fast":
+        clock, waited = run.run_engine(clocked=True)
+    else:
+        from .reference import run_prepared
+        clock, waited = run_prepared(run)
     results = run.tenant_results({"model": run.model.name, "engine": engine})
     return results, [float(c) for c in clock], [float(w) for w in waited], run

@@ -5,7 +5,8 @@ GPU (`uvmsim.simulate_multi`) or in the reference model (`uvmsim.reference`): it
 the scenario (model, policies, components, translation, capacity), lays the traces' engine
 arrays side by side (one trace: its own arrays; several: `merge_traces`), sizes the chunk
 pool (`chunk_pool`) and builds the policies', components' and engine's state. `Prepared`
-then runs on the compiled engine (`run_engine`) or the SimPy reference (`run_reference`).
+then runs on the compiled engine (`run_engine`) or the SimPy reference
+(`uvmsim.reference.run_prepared`, which imports this module, not the other way).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .components.walkers import WALKERS, WalkerContext
 from .config import AC_THRESHOLD_DEFAULTS, Model
 from .engine.arrays import engine_arrays
 from .engine.build import engine_for
-from .engine.state import (F_ON, XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state)
+from .engine.state import REMOTE_DRIVER, REMOTE_UVMSMART, engine_trace, new_state
 from .errors import ConfigError
 from .policies.base import PolicyContext, empty_state
 from .results import Result, make_result
@@ -31,11 +32,7 @@ from .scenario import Scenario, as_scenario
 from .trace import Trace, TraceArrays, load_trace
 
 __all__ = ["Merged", "Prepared", "as_trace", "block_service_rank", "block_vbase",
-           "check_model_trace", "chunk_pool", "feature_vector", "merge_traces", "prepare"]
-
-# the engine's codes of the remote-mapping modes (uvmsim.engine.state)
-REMOTE_CODES = {"driver": 1, "uvmsmart": 2}
-
+           "check_model_trace", "chunk_pool", "merge_traces", "model_options", "prepare"]
 
 def as_trace(trace: Trace | str | os.PathLike) -> Trace:
     """A Trace, or the trace at a path."""
@@ -63,45 +60,37 @@ def block_vbase(T) -> np.ndarray:
     return T.b_first_vpage.astype(np.int64) - T.b_lo.astype(np.int64)
 
 
-def feature_vector(model: Model) -> np.ndarray:
-    """The engine's fcfg vector for a model's optional mechanisms (docs/policies.md,
-    docs/semantics.md)."""
-    from .engine import state as st
-    f = np.zeros(st.N_FCFG, np.float64)
+def model_options(model: Model) -> dict[str, float]:
+    """The engine's settings for a model's optional mechanisms, by the name of their field
+    in the parts' records (uvmsim.engine.state; docs/policies.md, docs/semantics.md)."""
+    o = {"slices": model.slices, "host_access": model.host_access,
+         "small_blocks": model.small_blocks, "advise": model.advise,
+         "remote_access_ns": float(model.remote_access_ns),
+         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise)}
     if model.thrashing:
         p = model.thrashing_settings()
-        f[st.F_THRASH] = 1.0
-        f[st.F_THRESH] = p["threshold"]
-        f[st.F_PIN_THRESH] = p["pin_threshold"]
-        f[st.F_LAPSE_NS] = p["lapse_us"] * 1e3
-        f[st.F_NAP_NS] = p["nap_us"] * 1e3
-        f[st.F_PIN_NS] = p["pin_us"] * 1e3
-        f[st.F_EPOCH_NS] = p["epoch_us"] * 1e3
+        o.update(thrashing=True, thrash_threshold=p["threshold"],
+                 thrash_pin_threshold=p["pin_threshold"], thrash_lapse_ns=p["lapse_us"] * 1e3,
+                 thrash_nap_ns=p["nap_us"] * 1e3, thrash_pin_ns=p["pin_us"] * 1e3,
+                 thrash_epoch_ns=p["epoch_us"] * 1e3)
     if model.remote is not None:
-        f[st.F_REMOTE] = REMOTE_CODES[model.remote]
-        f[st.F_AC_THRESH] = (AC_THRESHOLD_DEFAULTS[model.remote]
+        o["remote"] = {"driver": REMOTE_DRIVER, "uvmsmart": REMOTE_UVMSMART}[model.remote]
+        o["ac_threshold"] = (AC_THRESHOLD_DEFAULTS[model.remote]
                              if model.access_counter_threshold is None
                              else float(model.access_counter_threshold))
-        f[st.F_AC_PENALTY] = float(model.access_counter_penalty)
-    if model.advise:
-        f[st.F_ADVISE] = 1.0
-    f[st.F_REMOTE_NS] = float(model.remote_access_ns)
-    f[st.F_ON] = float(model.thrashing or model.remote is not None or model.advise)
-    f[st.F_SLICES] = float(model.slices)
-    f[st.F_HOST_ACCESS] = float(model.host_access)
-    f[st.F_SMALL] = float(model.small_blocks)
-    return f
+        o["ac_penalty"] = float(model.access_counter_penalty)
+    return o
 
 
 def chunk_pool(T, capacity: int, small_blocks: bool = False) -> int:
     """Chunks the engine allocates: the capacity, but no more than the blocks of non-host
     allocations, as more could never be in use at once (a capacity sized by a huge reserved
     range then costs nothing); at least 1. With small_blocks the capacity is counted in pages
-    (S_FREEPG) and blocks smaller than 2 MiB take less than a chunk, so every such block may
+    (POOL.free_pages) and blocks smaller than 2 MiB take less than a chunk, so every such block may
     hold one at once.
 
-    The engine and the components still see the capacity itself (S_CAP, MemoryContext,
-    SchedContext); what reads the free count (S_NFREE) asks only whether a block without a
+    The engine and the components still see the capacity itself (POOL.capacity, MemoryContext,
+    SchedContext); what reads the free count (POOL.n_free) asks only whether a block without a
     chunk can get one, and with the pool holding a chunk for every block it always can."""
     managed = int(np.count_nonzero(~T.a_host[T.b_alloc])) if T.b_alloc.size else 0
     if small_blocks:
@@ -202,13 +191,13 @@ def contiguous(st: tuple) -> tuple:
 def walker_state(wk, S, n_t: int) -> tuple[WalkerContext, tuple]:
     """The walker component's context and state for n_t tenants on engine state S (its TLB
     sliced among them if the component asks). Checked before compiled code indexes."""
-    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.xli[XL_SETS]), 1))
-    if not S.xli[XL_ON]:
+    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.translation[0].sets), 1))
+    if not S.translation[0].on:
         return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
     wk.check(ctx)
     st = contiguous(wk.init(ctx))
     if wk.tlb_slices:
-        S.xli[XL_TLB_SLICES] = n_t
+        S.translation[0].tlb_slices = n_t
     return ctx, st
 
 
@@ -235,7 +224,7 @@ class Prepared:
     sst: tuple               # the scheduler component's state
     capacity: int
     translation: Any
-    features: np.ndarray
+    options: dict            # the model's engine options (model_options)
     state: Any
     config: dict[str, Any]
     lazy: Any = None         # the row arrays of a streamed trace (uvmsim.stream.LazyRows)
@@ -254,7 +243,7 @@ class Prepared:
     def fault_batch_size(self) -> int:
         return self.model.fault_batch_size
 
-    def _clock_args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def clock_args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n_t = len(self.traces)
         ten_out = int(self.mix.k_off[-1]) + np.arange(n_t, dtype=np.int64)
         return ten_out, np.zeros(n_t), np.zeros(n_t)
@@ -267,7 +256,7 @@ class Prepared:
         replays span by span (uvmsim.stream); tenants and translation need the clock."""
         eng = engine_for(self.pf, self.ev, *self.components)
         T, S = self.arrays, self.state
-        ten_out, clock, waited = self._clock_args()
+        ten_out, clock, waited = self.clock_args()
         if self.lazy is not None:
             if clocked:
                 raise ConfigError("a streamed trace replays without translation (load it "
@@ -279,20 +268,6 @@ class Prepared:
             eng.replay_clocked(self.pst, self.est, self.wst, self.sst, S, engine_trace(T),
                                self.fault_batch_size, self.mix.ten_ev, ten_out, clock,
                                waited)
-        return clock, waited
-
-    def run_reference(self) -> tuple[np.ndarray, np.ndarray]:
-        """Replay on the SimPy reference model (uvmsim.reference); as `run_engine`."""
-        if self.lazy is not None:
-            raise ConfigError("the reference model replays traces in memory (load without "
-                              "stream=True)")
-        from .reference.model import ReferenceModel
-        wk, sc, mem = self.components
-        ten_out, clock, waited = self._clock_args()
-        ReferenceModel(self.state, engine_trace(self.arrays), self.pf, self.ev, self.pst,
-                       self.est, self.fault_batch_size, walkers=wk, walker_ctx=self.walker_ctx,
-                       scheduler=sc, sched_state=self.sst, memory=mem).replay(
-                           self.mix.ten_ev, ten_out, clock, waited)
         return clock, waited
 
     def result(self, keep_state: bool = False) -> Result:
@@ -350,12 +325,12 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     pst = _init(pf, PolicyContext(pool, n_blocks, n_pages, T, pf_params, sc.seed), streamed)
     est = _init(ev, PolicyContext(pool, n_blocks, n_pages, T, ev_params, sc.seed), streamed)
     tr = sc.translation
-    fv = feature_vector(m)
+    opts = model_options(m)
     if sch.remote:
-        fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
+        opts["mechanisms"] = True   # the scheduler's hints map tenants remotely (gpu_miss)
     S = new_state(n_pages, n_blocks, pool, int(mix.k_off[-1]), m.fault_batch_size,
-                  mix.b_rank, m.hardware.vector(), translation=tr, b_vbase=mix.b_vbase,
-                  b_tenant=mix.b_tenant, n_out_rows=n_t, features=fv, capacity=cap, n_tenants=n_t,
+                  mix.b_rank, m.hardware.record(), translation=tr, b_vbase=mix.b_vbase,
+                  b_tenant=mix.b_tenant, n_out_rows=n_t, options=opts, capacity=cap, n_tenants=n_t,
                   mem=contiguous(mem.init(MemoryContext(n_t, cap))))
     wctx, wst = walker_state(wk, S, n_t)
     sst = contiguous(sch.init(SchedContext(n_t, cap, T)))
@@ -373,7 +348,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     if streamed:
         config["stream"] = True
     return Prepared(ts, sc, m, mix, pf, ev, pst, est, (wk, sch, mem), wctx, wst, sst, cap, tr,
-                    fv, S, config, lazy)
+                    opts, S, config, lazy)
 
 
 def _init(policy, ctx: PolicyContext, streamed: bool) -> tuple:

@@ -10,13 +10,16 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
-from ..replay import prepare
+import numpy as np
+
+from ..engine.state import engine_trace
+from ..replay import Prepared, prepare
 from ..results import Result
 from ..scenario import Scenario, as_scenario
 from ..trace import Trace
 from .model import FaultBuffer, ReferenceModel
 
-__all__ = ["FaultBuffer", "ReferenceModel", "simulate"]
+__all__ = ["FaultBuffer", "ReferenceModel", "run_prepared", "simulate"]
 
 
 def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None, *,
@@ -29,6 +32,22 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
         raise ConfigError(f"{sc!r}: walkers, scheduler and memory are tenant components "
                           "of simulate_multi; one trace replays alone with their defaults")
     run = prepare(trace, sc)
-    run.run_reference()
+    run_prepared(run)
     run.config["engine"] = "reference"
     return run.result(keep_state)
+
+
+def run_prepared(run: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    """Replay a prepared run (uvmsim.replay.prepare) on the reference model; as
+    `Prepared.run_engine`: each tenant's clock at its last event and the time its kernels
+    waited for the scheduler."""
+    if run.lazy is not None:
+        raise ConfigError("the reference model replays traces in memory (load without "
+                          "stream=True)")
+    wk, sc, mem = run.components
+    ten_out, clock, waited = run.clock_args()
+    ReferenceModel(run.state, engine_trace(run.arrays), run.pf, run.ev, run.pst, run.est,
+                   run.fault_batch_size, walkers=wk, walker_ctx=run.walker_ctx, scheduler=sc,
+                   sched_state=run.sst, memory=mem).replay_clocked(run.mix.ten_ev, ten_out,
+                                                                    clock, waited)
+    return clock, waited
