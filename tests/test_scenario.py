@@ -18,7 +18,6 @@ import uvmsim
 import uvmsim.reference
 from uvmsim import ConfigError, Scenario
 from uvmsim.config import OPTION_NAMES, Model, Translation, get_hardware
-from uvmsim.engine.state import S_CAP
 from uvmsim.trace import synth
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,16 +110,16 @@ def test_simulate_refuses_tenant_components(traces):
 def test_tenants_pool_is_bounded_by_their_blocks_as_one_trace_alone_is(traces):
     """A capacity far beyond the tenants' blocks sizes the engine's and the policies'
     chunk arrays by the blocks (chunk_pool), as a replay alone does, and the GPU still
-    has that capacity (S_CAP); the counts are those of a capacity that just fits."""
+    has that capacity (POOL.capacity); the counts are those of a capacity that just fits."""
     from uvmsim.replay import prepare
     huge = 1 << 22                    # 8 TiB: arrays of this many chunks per policy
     run = prepare(list(traces), capacity_chunks=huge)
     managed = int(np.count_nonzero(~run.arrays.a_host[run.arrays.b_alloc]))
     assert run.state.chunk_block.size == run.state.free_stack.size == managed
     assert run.est.prev.size == managed                   # lru2m's list over the pool
-    assert run.state.scal[S_CAP] == huge and run.capacity == huge
+    assert run.state.pool[0].capacity == huge and run.capacity == huge
     alone = prepare(traces[0], capacity_chunks=huge)
-    assert alone.state.chunk_block.size < huge and alone.state.scal[S_CAP] == huge
+    assert alone.state.chunk_block.size < huge and alone.state.pool[0].capacity == huge
     big = uvmsim.simulate_multi(list(traces), capacity_chunks=huge, prefetch="none")
     fits = uvmsim.simulate_multi(list(traces), oversub=1.0, prefetch="none")
     assert big.table.drop(columns=["tenant"]).equals(fits.table.drop(columns=["tenant"]))
