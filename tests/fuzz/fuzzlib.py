@@ -127,8 +127,8 @@ BASES: dict[str, Callable[[], dict]] = {
 
 def base_arrow(name: str) -> dict[str, pa.Table]:
     """The base's tables as Arrow, typed as the writer writes them."""
-    from uvmsim.trace.io import _coerce_table
-    return {t: _coerce_table(df, FILE[t]) for t, df in BASES[name]().items()}
+    from uvmsim.trace.columns import coerce_table
+    return {t: coerce_table(df, FILE[t]) for t, df in BASES[name]().items()}
 
 
 def write_base(name: str, layout: str, d: Path) -> Path:
@@ -1439,9 +1439,9 @@ def _diff(a: dict, b: dict) -> str:
 
 def _same_values(a: pa.Table, b: pa.Table, file: str) -> bool:
     """Does decoded table a hold exactly base table b's values (cast to the spec)?"""
-    from uvmsim.trace.io import _coerce_table
+    from uvmsim.trace.columns import coerce_table
     try:
-        return _coerce_table(a, file).equals(b)
+        return coerce_table(a, file).equals(b)
     except Exception:  # noqa: BLE001 - not even castable: certainly not the same values
         return False
 

@@ -24,132 +24,16 @@ import pyarrow.parquet as pq
 from ..errors import TraceFormatError
 from . import _resolve as R
 from ._parquet import PARQUET_ERRORS, _one_line, open_checked
+from .columns import TableLike, check_columns, coerce_column, coerce_table, optional_present
 from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, BLOCK_ACCESSES, BLOCKS,
                      EVENTS, FORMAT, HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST,
                      MAX_SLICES, MINOR, OP_CODE, OPS, OPTIONAL, OPTIONAL_MINOR, PAGE_SIZE,
                      PREFETCH_ARGS, RANGE_OPS, REQUIRED_FILES, SCHEMAS, STREAM_FILES, V11_OPS,
-                     VERSION, arrow_schema)
+                     VERSION)
 from .model import Trace, TraceArrays
 
-TableLike = Any  # pandas.DataFrame | pyarrow.Table
 _BATCH_ROWS = 1 << 20
 _ADDR_LIMIT = 1 << 62  # addresses are handled as int64 internally
-
-
-# --------------------------------------------------------------------------- columns
-def _is_int_type(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t)
-
-
-def _first_bad_cast_row(col: pa.ChunkedArray, target: pa.DataType) -> int | None:
-    vals = col.to_pandas()
-    info = np.iinfo(target.to_pandas_dtype())
-    num = pd.to_numeric(vals, errors="coerce")
-    bad = vals.notna() & (num.isna() | (num < info.min) | (num > info.max) | (num != np.floor(num)))
-    idx = np.flatnonzero(bad.to_numpy())
-    return int(idx[0]) if idx.size else None
-
-
-def _coerce_column(col: pa.ChunkedArray | pa.Array, name: str, target: pa.DataType,
-                   nullable: bool, file: str, row_offset: int = 0) -> pa.ChunkedArray:
-    if isinstance(col, pa.Array):
-        col = pa.chunked_array([col], type=col.type)
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = col.type
-    if not nullable and col.null_count:
-        first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise TraceFormatError("null value in a non-nullable column", file=file, column=name,
-                               row=row_offset + first)
-    if pa.types.is_null(t) or (nullable and col.null_count == len(col)):
-        return pa.chunked_array([pa.nulls(len(col), target)], type=target)
-    if pa.types.is_string(target):
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            _check_utf8(col, name, file, row_offset)
-            return col.cast(target)
-        raise TraceFormatError(f"type {t} cannot be read as string", file=file, column=name)
-    if t == target:
-        return col
-    if not (_is_int_type(t) or pa.types.is_floating(t)):
-        raise TraceFormatError(f"type {t} cannot be cast losslessly to {target}", file=file,
-                               column=name)
-    try:
-        return pc.cast(col, target, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        row = _first_bad_cast_row(col, target)
-        raise TraceFormatError(f"value cannot be cast losslessly to {target}", file=file,
-                               column=name, row=None if row is None else row_offset + row)
-
-
-def _check_utf8(col: pa.ChunkedArray, name: str, file: str, row_offset: int) -> None:
-    """Parquet does not check that strings are UTF-8; damaged bytes would surface later as
-    a UnicodeDecodeError far from the file."""
-    try:
-        col.validate(full=True)
-        return
-    except pa.ArrowInvalid:
-        pass
-    for i, v in enumerate(col.cast(pa.large_binary()).to_pylist()):
-        if v is not None:
-            try:
-                v.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TraceFormatError("string is not valid UTF-8", file=file, column=name,
-                                       row=row_offset + i) from None
-    raise TraceFormatError("string column is malformed", file=file, column=name)
-
-
-def _check_columns(names: Iterable[str], file: str, shown: str) -> None:
-    have = set(names)
-    for name, _, _ in SCHEMAS[file]:
-        if name not in have:
-            raise TraceFormatError("missing column", file=shown, column=name)
-
-
-def _optional_present(names: Iterable[str], file: str) -> tuple[str, ...]:
-    have = set(names)
-    return tuple(n for n, _, _ in OPTIONAL[file] if n in have)
-
-
-def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.Table:
-    """Cast a user's table to the spec schema, keeping only spec columns (v1 columns and
-    the v1.1 optional ones that are present).
-
-    `file` picks the schema; `shown` is the name errors use (the full path when read).
-    """
-    shown = shown or file
-    if isinstance(table, pd.DataFrame):
-        table = _from_pandas(table, shown)
-    elif not isinstance(table, pa.Table):
-        raise TypeError(f"{file}: expected a pandas DataFrame or pyarrow Table, got "
-                        f"{type(table).__name__}")
-    seen: set[str] = set()
-    for n in table.column_names:
-        if n in seen:
-            raise TraceFormatError("column appears twice", file=shown, column=n)
-        seen.add(n)
-    _check_columns(table.column_names, file, shown)
-    opt = _optional_present(table.column_names, file)
-    schema = arrow_schema(file, opt)
-    cols = [_coerce_column(table.column(f.name), f.name, f.type, f.nullable, shown)
-            for f in schema]
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
-def _from_pandas(df: pd.DataFrame, shown: str) -> pa.Table:
-    names = [str(c) for c in df.columns]
-    if len(set(names)) != len(names):
-        dup = next(n for i, n in enumerate(names) if n in names[:i])
-        raise TraceFormatError("column appears twice", file=shown, column=dup)
-    arrays = []
-    for i, n in enumerate(names):
-        try:
-            arrays.append(pa.array(df.iloc[:, i], from_pandas=True))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
-            raise TraceFormatError(f"values cannot be read as one Arrow type ({_one_line(e)})",
-                                   file=shown, column=n) from None
-    return pa.Table.from_arrays(arrays, names=names)
 
 
 # --------------------------------------------------------------------------- manifest
@@ -269,19 +153,63 @@ def _codes(values: pd.Series, vocab: Mapping[str, int], file: str, column: str,
     return codes.fillna(0).to_numpy(np.int64)
 
 
-def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
-           batches: Iterator[pa.RecordBatch], n_rows: int, names: dict[str, str],
-           manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None,
-           has_slices: bool = False, reread: Any = None) -> Trace:
-    """Check the tables and resolve the access rows into a Trace. With `reread` (a function
-    that returns the access batches again, from the start) the rows are checked but not
-    kept: the Trace streams them from the file at replay (RowSource)."""
-    fa, fe, fk, fx = names[ALLOCATIONS], names[EVENTS], names[KERNELS], names[ACCESSES]
-    alloc = alloc_t.to_pandas()
-    events = events_t.to_pandas()
-    kernels = kernels_t.to_pandas()
+class _Rows(NamedTuple):
+    """The access rows `_build` resolves: their batches, their count (from the file's
+    metadata: the output arrays are sized by it), whether they carry v1.1 slices, and for
+    a streamed trace a function that returns the batches again from the start."""
 
-    # allocations
+    batches: Iterator[pa.RecordBatch]
+    n_rows: int
+    has_slices: bool = False
+    reread: Any = None
+
+
+class _Allocs(NamedTuple):
+    """The allocations table, checked, as arrays (one entry per row)."""
+
+    aid: np.ndarray          # alloc_id
+    base: np.ndarray         # int64 base address
+    end: np.ndarray          # int64 base + size
+    first_page: np.ndarray
+    last_page: np.ndarray
+    nblocks: np.ndarray      # 2 MiB windows the allocation spans
+    block_off: np.ndarray    # key of its first window among all allocations' windows
+    host: np.ndarray         # kind is host
+
+
+class _Events(NamedTuple):
+    """The events table, checked, with its references resolved to row positions."""
+
+    op: np.ndarray           # int8 op codes
+    ev_alloc: np.ndarray     # allocation row of alloc/free events, -1 otherwise
+    ev_kernel: np.ndarray    # kernel order of kernel events, -1 otherwise
+    k_event: np.ndarray      # the event row of each kernel, in launch order
+    k_pos: np.ndarray        # the kernels-table row of each kernel, in launch order
+    addr: np.ndarray         # uint64 addr (0 where null)
+    size: np.ndarray         # uint64 size (0 where null)
+    arg: np.ndarray          # int8 argument codes
+
+
+def _build(small: dict[str, pa.Table], rows: _Rows, names: dict[str, str],
+           manifest: dict[str, Any], drop_out_of_range: bool, path: Path | None) -> Trace:
+    """Check the small tables and resolve the access rows into a Trace. With
+    `rows.reread` the rows are checked but not kept: the Trace streams them from the file
+    at replay (RowSource)."""
+    fa, fe, fk = names[ALLOCATIONS], names[EVENTS], names[KERNELS]
+    alloc = small[ALLOCATIONS].to_pandas()
+    events = small[EVENTS].to_pandas()
+    kernels = small[KERNELS].to_pandas()
+    al = _check_allocations(alloc, fa)
+    kid, k_nslices = _check_kernels(kernels, fk)
+    ev = _check_events(events, small[EVENTS], al.aid, kid, fe, fk)
+    seg_start, seg_alloc, seg_first, seg_last, peak = _walk(ev, al, fe)
+    return _resolve_trace(
+        _Tables(manifest, alloc, events, kernels, names, path), al, ev, kid, k_nslices,
+        (seg_start, seg_alloc, seg_first, seg_last, int(peak)), rows, drop_out_of_range)
+
+
+def _check_allocations(alloc: pd.DataFrame, fa: str) -> _Allocs:
+    """alloc_id unique, sizes > 0, addresses below 2**62, kinds known; the windows."""
     aid = alloc["alloc_id"].to_numpy(np.int64)
     dup = pd.Series(aid).duplicated().to_numpy()
     if dup.any():
@@ -310,8 +238,12 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
                                "supported", file=fa, column="size")
     block_off = np.concatenate([[0], np.cumsum(nblocks)[:-1]]).astype(np.int64)
     host = kind == KIND_HOST
+    return _Allocs(aid, base, end, first_page, last_page, nblocks, block_off, host)
 
-    # kernels
+
+def _check_kernels(kernels: pd.DataFrame, fk: str) -> tuple[np.ndarray, np.ndarray]:
+    """kernel_id unique, durations >= 0, n_slices in range, the v1.2 launch columns;
+    returns the kernel ids and n_slices (0 where not given)."""
     kid = kernels["kernel_id"].to_numpy(np.int64)
     dup = pd.Series(kid).duplicated().to_numpy()
     if dup.any():
@@ -335,8 +267,13 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
                                    row=_first(bad))
     from . import streams as _streams  # v1.2 launch and stream columns
     _streams.check_kernel_columns(kernels, fk)
+    return kid, k_nslices
 
-    # events
+
+def _check_events(events: pd.DataFrame, events_t: pa.Table, aid: np.ndarray,
+                  kid: np.ndarray, fe: str, fk: str) -> _Events:
+    """seq dense, ops known, references to allocations and kernels resolved, range
+    operands present and in range, arguments known."""
     n_ev = len(events)
     seq = events["seq"].to_numpy(np.uint64)
     gap = seq != np.arange(n_ev, dtype=np.uint64)
@@ -345,6 +282,17 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         raise TraceFormatError(f"seq is {seq[r]}, expected {r} (0, 1, 2, ... with no gaps)",
                                file=fe, column="seq", row=r)
     op = _codes(events["op"], OP_CODE, fe, "op").astype(np.int8)
+    ev_alloc, ev_kernel, k_event, k_pos = _event_refs(events, op, aid, kid, fe, fk)
+    addr, esize = _event_ranges(events, events_t, op, fe)
+    return _Events(op, ev_alloc, ev_kernel, k_event, k_pos, addr, esize,
+                   _event_args(events, op, fe))
+
+
+def _event_refs(events: pd.DataFrame, op: np.ndarray, aid: np.ndarray, kid: np.ndarray,
+                fe: str, fk: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The allocation row of each alloc/free event and the kernel of each kernel event
+    (each kernel in exactly one)."""
+    n_ev = len(events)
     is_af = (op == OP_CODE["alloc"]) | (op == OP_CODE["free"])
     ev_alloc_id = events["alloc_id"]
     miss = is_af & ev_alloc_id.isna().to_numpy()
@@ -378,13 +326,19 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         r = int(k_event[_first(dup)])
         raise TraceFormatError(f"kernel_id {int(ev_kid.iloc[r])} appears in two kernel events",
                                file=fe, column="kernel_id", row=r)
-    if k_pos.size != len(kernels):
-        unseen = np.setdiff1d(np.arange(len(kernels)), k_pos)
+    if k_pos.size != kid.size:
+        unseen = np.setdiff1d(np.arange(kid.size), k_pos)
         r = int(unseen[0])
         raise TraceFormatError(f"kernel_id {kid[r]} appears in no kernel event", file=fk,
                                column="kernel_id", row=r)
     ev_kernel = np.full(n_ev, -1, np.int64)
     ev_kernel[k_event] = np.arange(k_event.size)
+    return ev_alloc, ev_kernel, k_event, k_pos
+
+
+def _event_ranges(events: pd.DataFrame, events_t: pa.Table, op: np.ndarray,
+                  fe: str) -> tuple[np.ndarray, np.ndarray]:
+    """addr and size of range events: present, and their sum below 2**62."""
     is_range = np.isin(op, [OP_CODE[o] for o in RANGE_OPS])
     for c in ("addr", "size"):
         miss = is_range & events[c].isna().to_numpy()
@@ -407,6 +361,13 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     if zero.any():
         raise TraceFormatError("host_access size must be > 0", file=fe, column="size",
                                row=_first(zero))
+    return addr, esize
+
+
+def _event_args(events: pd.DataFrame, op: np.ndarray, fe: str) -> np.ndarray:
+    """The argument code of prefetch, advise and host_access events (0 elsewhere)."""
+    n_ev = len(events)
+    is_host = op == OP_CODE["host_access"]
     is_pf = op == OP_CODE["prefetch"]
     is_adv = op == OP_CODE["advise"]
     arg = np.zeros(n_ev, np.int8)
@@ -434,13 +395,19 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             raise TraceFormatError(f"host_access arg {events['arg'].iloc[r]!r} is not 'read', "
                                    "'write' or null", file=fe, column="arg", row=r)
         arg[is_host] = c[is_host].fillna(0).to_numpy(np.int8)
+    return arg
 
+
+def _walk(ev: _Events, al: _Allocs, fe: str) -> tuple:
+    """Walk the events in order (allocation lifetimes, range segments, peak blocks;
+    uvmsim.trace._resolve.walk_events): its segments and peak, or the error it found."""
+    op, ev_alloc, aid, base, end = ev.op, ev.ev_alloc, al.aid, al.base, al.end
     range_mask = np.zeros(len(OPS), np.bool_)
     for o in RANGE_OPS:
         range_mask[OP_CODE[o]] = True
     err, e, other, seg_start, seg_alloc, seg_first, seg_last, peak = R.walk_events(
-        op, ev_alloc, addr.astype(np.int64), esize.astype(np.int64), base, end, host,
-        first_page, nblocks, range_mask)
+        op, ev_alloc, ev.addr.astype(np.int64), ev.size.astype(np.int64), base, end, al.host,
+        al.first_page, al.nblocks, range_mask)
     if err == R.E_DOUBLE_ALLOC:
         raise TraceFormatError(f"alloc_id {aid[ev_alloc[e]]} is allocated twice", file=fe,
                                column="alloc_id", row=int(e))
@@ -454,22 +421,42 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             f"alloc_id {aid[a]} [{base[a]:#x}, {end[a]:#x}) overlaps live alloc_id "
             f"{aid[other]} [{base[other]:#x}, {end[other]:#x})", file=fe, column="alloc_id",
             row=int(e))
+    return seg_start, seg_alloc, seg_first, seg_last, peak
 
-    # access rows
+
+class _Tables(NamedTuple):
+    """What a Trace keeps of its small tables and where they came from."""
+
+    manifest: dict[str, Any]
+    alloc: pd.DataFrame
+    events: pd.DataFrame
+    kernels: pd.DataFrame
+    names: dict[str, str]
+    path: Path | None
+
+
+def _resolve_trace(tb: _Tables, al: _Allocs, ev: _Events, kid: np.ndarray,
+                   k_nslices: np.ndarray, segs: tuple, acc: _Rows, drop: bool) -> Trace:
+    """Resolve the access rows (checked against the tables) and build the Trace of the
+    tables' dense arrays."""
+    seg_start, seg_alloc, seg_first, seg_last, peak = segs
+    op, ev_alloc, k_event, k_pos = ev.op, ev.ev_alloc, ev.k_event, ev.k_pos
+    first_page, last_page, block_off = al.first_page, al.last_page, al.block_off
+    kernels, has_slices, reread = tb.kernels, acc.has_slices, acc.reread
     order = np.argsort(kid, kind="stable")
     kid_sorted = kid[order]
     kid_rank = np.empty(len(kid), np.int64)
     kid_rank[k_pos] = np.arange(k_pos.size)
     kid_rank = kid_rank[order]
     plan = _RowPlan(
-        fx=fx, kid_sorted=kid_sorted, kid_rank=kid_rank, k_event=k_event, op=op,
-        ev_alloc=ev_alloc, base=base, end=end, first_page=first_page, last_page=last_page,
-        block0=block_off - (first_page >> 9), n_rows=n_rows, has_slices=has_slices,
+        fx=tb.names[ACCESSES], kid_sorted=kid_sorted, kid_rank=kid_rank, k_event=k_event,
+        op=op, ev_alloc=ev_alloc, base=al.base, end=al.end, first_page=first_page,
+        last_page=last_page, block0=block_off - (first_page >> 9), n_rows=acc.n_rows,
+        has_slices=has_slices,
         nslices_by_rank=k_nslices[k_pos] if has_slices else np.zeros(0, np.int64),
-        drop=drop_out_of_range, kernels=kernels, kid=kid, k_pos=k_pos)
-    rs, out_page, out_flags, out_count, out_slices = _resolve_all(plan, batches,
+        drop=drop, kernels=kernels, kid=kid, k_pos=k_pos)
+    rs, out_page, out_flags, out_count, out_slices = _resolve_all(plan, acc.batches,
                                                                   keep=reread is None)
-    del batches
     # decoded batches are gone; hand their memory back instead of keeping it in the pool
     pa.default_memory_pool().release_unused()
     # segments of range events as block keys and window positions (walk_events gave each
@@ -477,7 +464,7 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     seg_vfirst = first_page[seg_alloc] + seg_first
     seg_vlast = first_page[seg_alloc] + seg_last
     maps = _dense_maps(rs, block_off, first_page, last_page, plan.block0[seg_alloc],
-                       seg_vfirst, seg_vlast, len(aid), fa)
+                       seg_vfirst, seg_vlast, len(al.aid), tb.names[ALLOCATIONS])
     R.slot_pages_to_dense(out_page, maps.slot_page0)
     rows = None if reread is None else RowSource(
         plan, rs.slot_key[:rs.n_slots].copy(), maps.slot_page0, rs.k_row_start,
@@ -487,12 +474,12 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
     k_nslices_by_rank = np.maximum(k_nslices[k_pos], 1) if has_slices else \
         np.ones(k_pos.size, np.int64)
     arrays = TraceArrays(
-        a_host=host, a_first_page=first_page, a_npages=maps.a_npages,
+        a_host=al.host, a_first_page=first_page, a_npages=maps.a_npages,
         a_page_off=maps.a_page_off, a_block_off=maps.a_block_off, a_nblocks=maps.a_nblocks,
         page_block=maps.page_block, page_pos=maps.page_pos, b_alloc=maps.b_alloc,
         b_lo=maps.b_lo, b_hi=maps.b_hi, b_page0=maps.b_page0,
         b_first_vpage=maps.b_first_vpage,
-        ev_op=op, ev_alloc=ev_alloc, ev_kernel=ev_kernel, ev_arg=arg,
+        ev_op=op, ev_alloc=ev_alloc, ev_kernel=ev.ev_kernel, ev_arg=ev.arg,
         ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=maps.dense(seg_alloc,
                                                                            seg_vfirst),
         seg_last=maps.dense(seg_alloc, seg_vlast),
@@ -500,9 +487,9 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
         k_duration_ns=kernels_by_rank["duration_ns"].to_numpy(np.float64, na_value=np.nan),
         row_page=out_page, row_flags=out_flags, row_count=out_count, row_slices=out_slices,
         k_nslices=k_nslices_by_rank)
-    return Trace(manifest=manifest, allocations=alloc, events=events, kernels=kernels_by_rank,
-                 arrays=arrays, peak_blocks=int(peak), dropped_rows=int(rs.st[R.S_DROPPED]),
-                 path=path, rows=rows)
+    return Trace(manifest=tb.manifest, allocations=tb.alloc, events=tb.events,
+                 kernels=kernels_by_rank, arrays=arrays, peak_blocks=int(peak),
+                 dropped_rows=int(rs.st[R.S_DROPPED]), path=tb.path, rows=rows)
 
 
 @dataclass
@@ -768,7 +755,7 @@ def _column_numpy(col: pa.Array, name: str, target: pa.DataType, nullable: bool,
     the spec's type and no nulls (the common case, and the one loading speed rests on)."""
     if col.type == target and col.null_count == 0:
         return col.to_numpy(zero_copy_only=True)
-    return _coerce_column(col, name, target, nullable, file, row_offset).combine_chunks() \
+    return coerce_column(col, name, target, nullable, file, row_offset).combine_chunks() \
         .to_numpy()
 
 
@@ -864,22 +851,22 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     small = {}
     for f in (ALLOCATIONS, EVENTS, KERNELS):
         pf = files[f]
-        _check_columns(pf.schema_arrow.names, f, names[f])
+        check_columns(pf.schema_arrow.names, f, names[f])
         cols = _spec_columns(pf.schema_arrow.names, f)
         try:
             t = pf.read(columns=cols, use_threads=True)
         except PARQUET_ERRORS as e:
             raise TraceFormatError(f"unreadable Parquet data ({_one_line(e)})",
                                    file=names[f]) from None
-        small[f] = _coerce_table(t, f, names[f])
+        small[f] = coerce_table(t, f, names[f])
     pf = files[ACCESSES]
-    _check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
+    check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
     cols = _spec_columns(pf.schema_arrow.names, ACCESSES)
     minor = manifest.get("minor", 0)
     # a feature of a later minor under an earlier manifest: a reader of that minor would
     # silently ignore it, so the trace does not mean what its manifest says
-    for f, present in ((KERNELS, _optional_present(small[KERNELS].column_names, KERNELS)),
-                       (ACCESSES, _optional_present(cols, ACCESSES))):
+    for f, present in ((KERNELS, optional_present(small[KERNELS].column_names, KERNELS)),
+                       (ACCESSES, optional_present(cols, ACCESSES))):
         late = [c for c in present if OPTIONAL_MINOR[c] > minor]
         if late:
             raise TraceFormatError(f"v1.{OPTIONAL_MINOR[late[0]]} column in a trace whose "
@@ -918,10 +905,9 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
             if not (d / f).is_file():
                 raise TraceFormatError("not a regular file", file=snames[f])
         _streams.open_files(d, snames)
-    trace = _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS],
-                   _batches(pf, batch_rows, cols, names[ACCESSES]),
-                   pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
-                   has_slices="slices" in cols, reread=reread)
+    rows = _Rows(_batches(pf, batch_rows, cols, names[ACCESSES]), pf.metadata.num_rows,
+                 "slices" in cols, reread)
+    trace = _build(small, rows, names, manifest, drop_out_of_range, d)
     if has_streams:
         trace._cache["streams_source"] = _streams._Source(names=snames, path=d)
         if streams:
@@ -947,7 +933,7 @@ def _signature(p: Path) -> tuple[int, int, int]:
 def _spec_columns(names: Iterable[str], file: str) -> list[str]:
     """The columns of `file` the reader decodes: v1's and the v1.1 optional ones present
     (extra columns are never decoded, so damage in them cannot matter)."""
-    return [n for n, _, _ in SCHEMAS[file]] + list(_optional_present(names, file))
+    return [n for n, _, _ in SCHEMAS[file]] + list(optional_present(names, file))
 
 
 def _guarded(batches: Iterator[pa.RecordBatch], shown: str) -> Iterator[pa.RecordBatch]:
@@ -972,18 +958,21 @@ def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: Tab
 
     `blocks` and `block_accesses` (v1.2 streams) are checked too and kept as
     `trace.streams`."""
-    tables = {f: _coerce_table(t, f) for f, t in
+    tables = {f: coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
     stables = _stream_tables(blocks, block_accesses)
     manifest = _manifest(tables, dict(source or {}), stables is not None)
-    acc = tables[ACCESSES]
-    trace = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
-                   iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-                   {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None,
-                   has_slices="slices" in acc.column_names)
+    trace = _build(tables, _table_rows(tables[ACCESSES]), {f: f for f in REQUIRED_FILES},
+                   manifest, drop_out_of_range, None)
     _attach_streams(trace, tables[KERNELS], stables)
     return trace
+
+
+def _table_rows(acc: pa.Table) -> _Rows:
+    """The access rows of an in-memory table."""
+    return _Rows(iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                 "slices" in acc.column_names)
 
 
 def _stream_tables(blocks: TableLike | None,
@@ -993,8 +982,8 @@ def _stream_tables(blocks: TableLike | None,
         return None
     if blocks is None or block_accesses is None:
         raise ValueError("blocks and block_accesses come together (v1.2 streams)")
-    return {BLOCKS: _coerce_table(blocks, BLOCKS),
-            BLOCK_ACCESSES: _coerce_table(block_accesses, BLOCK_ACCESSES)}
+    return {BLOCKS: coerce_table(blocks, BLOCKS),
+            BLOCK_ACCESSES: coerce_table(block_accesses, BLOCK_ACCESSES)}
 
 
 def _attach_streams(trace: Trace, kernels_t: pa.Table,
@@ -1014,7 +1003,7 @@ def _manifest(tables: dict[str, pa.Table], source: dict[str, Any],
     minor refuses it by name rather than misreading it."""
     m = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE, "source": source}
     minor = max([OPTIONAL_MINOR[c] for f, t in tables.items()
-                 for c in _optional_present(t.column_names, f)] + [0])
+                 for c in optional_present(t.column_names, f)] + [0])
     if set(tables[EVENTS].column("op").to_pylist()) & V11_OPS:
         minor = max(minor, 1)
     if has_streams:
@@ -1043,17 +1032,14 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
         raise ValueError(f"{d}: a uvmtrace directory name must end in '.uvmtrace'")
     if d.exists() and not overwrite:
         raise FileExistsError(f"{d} exists (pass overwrite=True to replace it)")
-    tables = {f: _coerce_table(t, f) for f, t in
+    tables = {f: coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
     stables = _stream_tables(blocks, block_accesses)
     manifest = _manifest(tables, _jsonable(dict(source or {})), stables is not None)
     if validate:
-        acc = tables[ACCESSES]
-        trace = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
-                       iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-                       {f: f for f in REQUIRED_FILES}, manifest, False, None,
-                       has_slices="slices" in acc.column_names)
+        trace = _build(tables, _table_rows(tables[ACCESSES]),
+                       {f: f for f in REQUIRED_FILES}, manifest, False, None)
         _attach_streams(trace, tables[KERNELS], stables)
         del trace
     d.parent.mkdir(parents=True, exist_ok=True)

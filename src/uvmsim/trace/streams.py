@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import _streams as C
+from ._parquet import PARQUET_ERRORS, _one_line, open_checked
+from .columns import check_columns, coerce_table
 from .format import (BLOCK_ACCESSES, BLOCKS, KERNELS, MAX_STREAM_UNIT, MIN_STREAM_UNIT,
                      OPTIONAL_MINOR, PAGE_SHIFT, SCHEMAS, STREAM_FILES)
 
@@ -178,16 +180,12 @@ class _Source:
 
 def open_files(d: Path, names: dict[str, str]) -> None:
     """Check the stream files' Parquet framing and columns (cheap: no data is decoded)."""
-    from ._parquet import open_checked
-    from .io import _check_columns
     for f in STREAM_FILES:
         pf = open_checked(d / f, names[f])
-        _check_columns(pf.schema_arrow.names, f, names[f])
+        check_columns(pf.schema_arrow.names, f, names[f])
 
 
 def _read(src: _Source) -> dict[str, pa.Table]:
-    from ._parquet import PARQUET_ERRORS, _one_line, open_checked
-    from .io import _check_columns, _coerce_table
     out = {}
     for f in STREAM_FILES:
         shown = src.names[f]
@@ -195,13 +193,13 @@ def _read(src: _Source) -> dict[str, pa.Table]:
             out[f] = src.tables[f]
             continue
         pf = open_checked(src.path / f, shown)
-        _check_columns(pf.schema_arrow.names, f, shown)
+        check_columns(pf.schema_arrow.names, f, shown)
         try:
             t = pf.read(columns=[n for n, _, _ in SCHEMAS[f]], use_threads=True)
         except PARQUET_ERRORS as e:
             raise TraceFormatError(f"unreadable Parquet data ({_one_line(e)})",
                                    file=shown) from None
-        out[f] = _coerce_table(t, f, shown)
+        out[f] = coerce_table(t, f, shown)
     return out
 
 
