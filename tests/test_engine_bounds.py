@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from helpers import boundscheck_env
-from uvmsim.engine.state import MAX_TENANTS, new_state
+from uvmsim.engine.state import MAX_TENANTS, StateSizes, new_state
 from uvmsim.errors import ConfigError
 from uvmsim.trace.builder import TraceBuilder
 
@@ -109,11 +109,12 @@ def test_engine_state_refuses_tenants_and_bases_compiled_code_cannot_index():
     hw = np.zeros(9)
     rank = np.arange(2, dtype=np.int64)
     with pytest.raises(ConfigError, match="b_tenant"):
-        new_state(1024, 2, 2, 1, 8, rank, hw, b_tenant=np.array([0, 2]), n_tenants=2)
+        new_state(StateSizes(1024, 2, 2, 1, 8, n_tenants=2), rank, hw,
+                  b_tenant=np.array([0, 2]))
     with pytest.raises(ConfigError, match="b_vbase"):
-        new_state(1024, 2, 2, 1, 8, rank, hw, b_vbase=np.array([0, 1 << 50]))
+        new_state(StateSizes(1024, 2, 2, 1, 8), rank, hw, b_vbase=np.array([0, 1 << 50]))
     with pytest.raises(ConfigError, match="tenants"):
-        new_state(1024, 2, 2, 1, 8, rank, hw, n_tenants=MAX_TENANTS + 1)
+        new_state(StateSizes(1024, 2, 2, 1, 8, n_tenants=MAX_TENANTS + 1), rank, hw)
 
 
 def test_engine_state_refuses_hardware_that_is_not_one_record():
@@ -122,6 +123,6 @@ def test_engine_state_refuses_hardware_that_is_not_one_record():
     from uvmsim.config import get_hardware
     rank = np.arange(2, dtype=np.int64)
     with pytest.raises(ConfigError, match="HARDWARE record"):
-        new_state(1024, 2, 2, 1, 8, rank, np.zeros(9))
-    S = new_state(1024, 2, 2, 1, 8, rank, get_hardware(None).record())
+        new_state(StateSizes(1024, 2, 2, 1, 8), rank, np.zeros(9))
+    S = new_state(StateSizes(1024, 2, 2, 1, 8), rank, get_hardware(None).record())
     assert S.hw[0].bw_peak_gbps == get_hardware(None).bw_peak_gbps > 0

@@ -585,7 +585,7 @@ def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
     page): a victim restricted to tenant j (pool.victim_tenant, may_evict) is one of j's chunks; under
     the recency policies it is j's least recent one, and unrestricted the overall oldest."""
     from uvmsim.engine.arrays import engine_arrays
-    from uvmsim.engine.state import RES, engine_trace, new_state
+    from uvmsim.engine.state import RES, StateSizes, engine_trace, new_state
     from uvmsim.policies import get_evict
     from uvmsim.policies.base import PolicyContext, empty_state
     from uvmsim.simulate import block_service_rank
@@ -596,8 +596,9 @@ def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
     T = engine_arrays(t)
     pol = get_evict(ev)
     st = (pol.init or empty_state)(PolicyContext(4, 4, int(T.page_block.size), T, pol.params))
-    S = new_state(int(T.page_block.size), 4, 4, 1, 256, block_service_rank(t, T),
-                  get_model().hardware.record(), b_tenant=np.arange(4) % 2, n_tenants=2)
+    S = new_state(StateSizes(int(T.page_block.size), 4, 4, 1, 256, n_tenants=2),
+                  block_service_rank(t, T), get_model().hardware.record(),
+                  b_tenant=np.arange(4) % 2)
     ET = engine_trace(T)
     for blk in range(4):
         c = int(S.free_stack[3 - blk])

@@ -15,7 +15,8 @@ from helpers import examples
 from uvmsim.engine.build import engine_for
 from uvmsim.engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, CAUSE_API, CAUSE_DEMAND,
                                  CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_PREFETCH, HTOD_COLS, INB,
-                                 POP, RES, C_ZERO_FILL, engine_trace, new_state)
+                                 POP, RES, C_ZERO_FILL, StateSizes, engine_trace,
+                                 new_state)
 from uvmsim.config import get_hardware
 from uvmsim.policies import EVICT, get_evict, get_prefetch
 from uvmsim.policies.base import PolicyContext, empty_state
@@ -55,7 +56,7 @@ class EvictionMachine(RuleBasedStateMachine):
         ctx = PolicyContext(cap, NB, n_pages, T, {k: float(v) for k, v in self.ev.params.items()}, 0)
         self.est = (self.ev.init or empty_state)(ctx)
         self.pst = (pf.init or empty_state)(PolicyContext(cap, NB, n_pages, T, {}, 0))
-        self.S = new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE, T),
+        self.S = new_state(StateSizes(n_pages, NB, cap, 1, 256), block_service_rank(TRACE, T),
                            get_hardware(None).record(), b_vbase=block_vbase(T))
         self.T = engine_trace(T)
         self.tick = 0

@@ -24,7 +24,8 @@ from .components.walkers import WALKERS, WalkerContext
 from .config import AC_THRESHOLD_DEFAULTS, Model
 from .engine.arrays import engine_arrays
 from .engine.build import engine_for
-from .engine.state import REMOTE_DRIVER, REMOTE_UVMSMART, engine_trace, new_state
+from .engine.state import (REMOTE_DRIVER, REMOTE_UVMSMART, StateSizes, engine_trace,
+                           new_state)
 from .errors import ConfigError
 from .policies.base import PolicyContext, empty_state
 from .results import Result, make_result
@@ -328,9 +329,10 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     opts = model_options(m)
     if sch.remote:
         opts["mechanisms"] = True   # the scheduler's hints map tenants remotely (gpu_miss)
-    S = new_state(n_pages, n_blocks, pool, int(mix.k_off[-1]), m.fault_batch_size,
-                  mix.b_rank, m.hardware.record(), translation=tr, b_vbase=mix.b_vbase,
-                  b_tenant=mix.b_tenant, n_out_rows=n_t, options=opts, capacity=cap, n_tenants=n_t,
+    sizes = StateSizes(n_pages, n_blocks, pool, int(mix.k_off[-1]), m.fault_batch_size,
+                       n_tenants=n_t, n_out_rows=n_t, capacity=cap)
+    S = new_state(sizes, mix.b_rank, m.hardware.record(), translation=tr, b_vbase=mix.b_vbase,
+                  b_tenant=mix.b_tenant, options=opts,
                   mem=contiguous(mem.init(MemoryContext(n_t, cap))))
     wctx, wst = walker_state(wk, S, n_t)
     sst = contiguous(sch.init(SchedContext(n_t, cap, T)))

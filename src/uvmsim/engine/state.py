@@ -14,6 +14,8 @@ a vector was).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import types
 from numba.experimental import structref
@@ -297,23 +299,37 @@ def _define_trace_proxy() -> None:
 _define_trace_proxy()
 
 
-def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
-              b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
-              b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
-              n_out_rows: int = 1, options: dict | None = None, capacity: int | None = None,
-              n_tenants: int = 1, mem: tuple | None = None) -> EngineState:
-    """All-empty state: nothing populated or resident, every chunk free, TLB empty.
+class StateSizes(NamedTuple):
+    """The sizes an engine state's arrays are made for."""
 
-    `hw` is the HARDWARE record (uvmsim.config.Hardware.record). `translation`
-    (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase` is each block's
-    translation base (the virtual page of its window position 0) and `b_tenant` its tenant
-    (default: all 0); both are checked here, as compiled code indexes tenant arrays with
-    b_tenant and builds TLB tags from both; `n_out_rows` rows after the kernels' collect what
-    happens outside kernels (one per tenant in a multi-tenant replay); `options` sets fields of the parts' records by name (the model's
-    options: uvmsim.replay.model_options; none: all off); `capacity` is the GPU's in
-    chunks when the pool holds fewer (n_chunks; see POOL.capacity); `mem` the memory
-    component's state (None: the default's, hooks.EmptyState).
+    n_pages: int            # dense pages of the trace(s)
+    n_blocks: int           # dense VA blocks
+    n_chunks: int           # chunks in the pool (uvmsim.replay.chunk_pool)
+    n_kernels: int          # kernels: the first rows of counts and times
+    batch_size: int         # the fault batch's capacity
+    n_tenants: int = 1
+    n_out_rows: int = 1     # rows after the kernels' for what happens outside kernels (one
+                            # per tenant in a multi-tenant replay)
+    capacity: int | None = None  # the GPU's in chunks when the pool holds fewer (n_chunks;
+                                 # see POOL.capacity); None: n_chunks
+
+
+def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
+              b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
+              options: dict | None = None, mem: tuple | None = None) -> EngineState:
+    """All-empty state for arrays of `sizes`: nothing populated or resident, every chunk
+    free, TLB empty.
+
+    `b_rank` is each block's service order (uvmsim.replay.block_service_rank); `hw` the
+    HARDWARE record (uvmsim.config.Hardware.record). `translation` (uvmsim.config.Translation
+    or None) sizes the TLB and walkers; `b_vbase` is each block's translation base (the
+    virtual page of its window position 0) and `b_tenant` its tenant (default: all 0); both
+    are checked here, as compiled code indexes tenant arrays with b_tenant and builds TLB
+    tags from both; `options` sets fields of the parts' records by name (the model's
+    options: uvmsim.replay.model_options; none: all off); `mem` the memory component's state
+    (None: the default's, hooks.EmptyState).
     """
+    n_pages, n_blocks, n_chunks, n_kernels, batch_size, n_tenants, n_out_rows, capacity = sizes
     if not 1 <= n_tenants <= MAX_TENANTS:
         raise ConfigError(f"{n_tenants} tenants: between 1 and {MAX_TENANTS} may share a GPU")
     b_vbase = (np.zeros(n_blocks, np.int64) if b_vbase is None
