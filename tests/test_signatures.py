@@ -21,7 +21,6 @@ ALLOWED = {
     ("record/command.py", "record"): "uvmsim record's keyword options",
     ("groundtruth.py", "run"): "uvmsim run's keyword options",
     ("trace/streams.py", "stream_tables"): "a v1.2 stream's keyword columns",
-    ("reference/model.py", "__init__"): "ReferenceModel: the engine's hooks one by one",
 }
 
 

@@ -17,9 +17,9 @@ from ..replay import Prepared, prepare
 from ..results import Result
 from ..scenario import Scenario, as_scenario
 from ..trace import Trace
-from .model import FaultBuffer, ReferenceModel
+from .model import FaultBuffer, ReferenceModel, Tenants
 
-__all__ = ["FaultBuffer", "ReferenceModel", "run_prepared", "simulate"]
+__all__ = ["FaultBuffer", "ReferenceModel", "Tenants", "run_prepared", "simulate"]
 
 
 def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None, *,
@@ -46,8 +46,8 @@ def run_prepared(run: Prepared) -> tuple[np.ndarray, np.ndarray]:
                           "stream=True)")
     wk, sc, mem = run.components
     ten_out, clock, waited = run.clock_args()
+    tenants = Tenants(wk, run.walker_ctx, sc, run.sst, mem)
     ReferenceModel(run.state, engine_trace(run.arrays), run.pf, run.ev, run.pst, run.est,
-                   run.fault_batch_size, walkers=wk, walker_ctx=run.walker_ctx, scheduler=sc,
-                   sched_state=run.sst, memory=mem).replay_clocked(run.mix.ten_ev, ten_out,
-                                                                    clock, waited)
+                   run.fault_batch_size, tenants).replay_clocked(run.mix.ten_ev, ten_out,
+                                                                 clock, waited)
     return clock, waited

@@ -18,6 +18,8 @@ driver) happens here as SimPy processes queueing for `simpy.Resource`s:
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import simpy
 
@@ -35,6 +37,17 @@ from .program import Program
 from .translation import Translation
 
 
+class Tenants(NamedTuple):
+    """The tenant components of a replay (uvmsim.components) and their state; None for
+    the defaults of a trace replayed alone."""
+
+    walkers: Any = None
+    walker_ctx: WalkerContext | None = None
+    scheduler: Any = None
+    sched_state: tuple = ()
+    memory: Any = None
+
+
 class ReferenceModel(PageSets, Program, Driver, Thrashing, Remote, Advise, HostAccess, Memory,
                      Translation):
     """One GPU shared by tenants: memory (S), driver + copy engine, walkers and a TLB.
@@ -43,9 +56,9 @@ class ReferenceModel(PageSets, Program, Driver, Thrashing, Remote, Advise, HostA
     `class M(OtherFrontend, ReferenceModel)`, the way the engine joins another front-end
     file."""
 
-    def __init__(self, S, T, pf, ev, pst, est, batch_size: int, walkers=None,
-                 walker_ctx: WalkerContext | None = None, scheduler=None,
-                 sched_state: tuple = (), memory=None) -> None:
+    def __init__(self, S, T, pf, ev, pst, est, batch_size: int,
+                 tenants: Tenants = Tenants()) -> None:
+        walkers, walker_ctx, scheduler, sched_state, memory = tenants
         self.S, self.T = S, T
         self.pst, self.est = pst, est
         # the hooks run from Python here: key their disk caches as the engine's are
