@@ -12,7 +12,6 @@ import numpy as np
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-WORDS = 8  # uint64 words per block
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 

@@ -17,8 +17,6 @@ MINOR = 2
 PAGE_SIZE = 4096
 PAGE_SHIFT = 12
 BLOCK_SHIFT = 9  # 512 pages of 4 KiB = one 2 MiB VA-block window
-PAGES_PER_BLOCK = 1 << BLOCK_SHIFT
-BIG_PAGE_PAGES = 16  # 64 KiB
 
 MANIFEST = "manifest.json"
 ALLOCATIONS = "allocations.parquet"

@@ -28,7 +28,7 @@ from . import _streams as C
 from ._parquet import PARQUET_ERRORS, _one_line, open_checked
 from .columns import check_columns, coerce_table
 from .format import (BLOCK_ACCESSES, BLOCKS, KERNELS, MAX_STREAM_UNIT, MIN_STREAM_UNIT,
-                     OPTIONAL_MINOR, PAGE_SHIFT, SCHEMAS, STREAM_FILES)
+                     PAGE_SHIFT, SCHEMAS, STREAM_FILES)
 
 #: collector defaults (native_trace/src/streams_host.h implements the same rule)
 ROWS_FACTOR = 8        # a kernel's stream holds at most 8 x its access rows + its blocks
@@ -139,10 +139,6 @@ def check_kernel_columns(kernels: pd.DataFrame, fk: str) -> None:
         what = "missing" if nb[r] < 0 else f"{nb[r]} above 2**32 (block ids are 32-bit)"
         raise TraceFormatError(f"n_blocks {what} for a kernel with a stream", file=fk,
                                column="n_blocks", row=r)
-
-
-def uses_v12(kernel_columns: list[str]) -> bool:
-    return any(OPTIONAL_MINOR.get(c, 0) >= 2 for c in kernel_columns)
 
 
 def _stream_units(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
