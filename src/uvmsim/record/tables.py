@@ -21,7 +21,7 @@ from .errors import LaunchMismatchError, RecordError
 from .join import join_launches, timing_order
 from .raw import REC_DTYPE, SBLK_DTYPE, SROW_DTYPE, RawPass
 
-__all__ = ["HANDLERS", "PagePassTables", "build_tables"]
+__all__ = ["HANDLERS", "PagePassTables", "build_tables", "timing_launch_attrs"]
 
 _ADVICE_OK = frozenset({"set_preferred_location_gpu", "set_preferred_location_cpu",
                         "set_accessed_by_gpu", "set_read_mostly", "unset_preferred_location_gpu",
@@ -133,6 +133,7 @@ class PagePassTables:
     kact: list[dict[str, Any]]
     join: list[int] | None
     skipped: Counter
+    tattrs: list[dict[str, int]] = field(default_factory=list)  # timing_launch_attrs(kact)
     live: _Live = field(default_factory=_Live)
     allocs: list[tuple[int, int, int, str, str | None]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -273,7 +274,7 @@ def _kernel(b: PagePassTables, r: dict[str, Any]) -> None:
                       "duration_ns": (tr["end"] - tr["start"]) if tr else None,
                       "grid": r.get("grid"), "block": r.get("block"),
                       "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns"),
-                      **_launch_attrs(b, r, tr, kid)})
+                      **_launch_attrs(b, r, j, kid)})
     b.last_acc = None
     if r.get("n_slices") is not None:
         b.with_slices += 1
@@ -390,28 +391,59 @@ _ATTRS = {"n_blocks": "n_blocks", "threads": "threads_per_block", "cluster": "cl
           "regs": "regs_per_thread", "smem_static": "smem_static_bytes",
           "smem_dyn": "smem_dynamic_bytes", "sm_count": "sm_count",
           "occupancy": "max_blocks_per_sm"}
-_TIMING_ATTRS = ("regs", "smem_static", "smem_dyn")
+#: launch attributes the timing pass measures on the uninstrumented launch: shared memory from
+#: CUPTI's kernel record; registers (the function's, cuFuncGetAttribute) and occupancy from its
+#: launch-call callback, so a graph node (no launch call) lacks them
+_TIMING_ATTRS = ("regs", "smem_static", "smem_dyn", "occupancy")
 
 
-def _launch_attrs(b: PagePassTables, r: dict[str, Any], tr: dict[str, Any] | None,
-                  kid: int) -> dict[str, Any]:
-    """The launch columns of a kernel line. Registers, shared memory and (for launches made
-    by a launch call) the occupancy come from the timing pass when it joined: CUPTI's record
-    of the uninstrumented launch. They are checked against the page pass's
-    (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and any
-    difference is reported."""
+def timing_launch_attrs(kact: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """The launch attributes of each timing record (`_TIMING_ATTRS` it has). A record without
+    registers or occupancy (a graph node) takes them from another record of the same function
+    (mangled name): its registers from any, its occupancy from one of the same block size and
+    dynamic shared memory. CUPTI's own ``regs_cupti`` is never used: it is not the function's
+    register count (docs/collector.md)."""
+    regs: dict[str, int] = {}
+    occ: dict[tuple[Any, ...], int] = {}
+
+    def fn(r: dict[str, Any]) -> str:
+        return str(r.get("mangled") or r.get("name"))
+
+    for r in kact:
+        if r.get("regs") is not None:
+            regs.setdefault(fn(r), int(r["regs"]))
+        if r.get("occupancy") is not None:
+            occ.setdefault((fn(r), r.get("block"), r.get("smem_dyn")), int(r["occupancy"]))
+    out = []
+    for r in kact:
+        a = {f: int(r[f]) for f in _TIMING_ATTRS if r.get(f) is not None}
+        if "regs" not in a and fn(r) in regs:
+            a["regs"] = regs[fn(r)]
+        key = (fn(r), r.get("block"), r.get("smem_dyn"))
+        if "occupancy" not in a and key in occ:
+            a["occupancy"] = occ[key]
+        out.append(a)
+    return out
+
+
+def _launch_attrs(b: PagePassTables, r: dict[str, Any], j: int, kid: int) -> dict[str, Any]:
+    """The launch columns of a kernel line (`j`: its timing record, -1 for none). What the
+    timing pass measured on the uninstrumented launch (`timing_launch_attrs`) replaces the page
+    pass's (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and
+    any difference is reported."""
     if "n_blocks" not in r:
         return {}
     b.with_attrs += 1
     out = {col: r.get(f) for f, col in _ATTRS.items()}
-    if tr is not None and all(f in tr for f in _TIMING_ATTRS):
-        fields = _TIMING_ATTRS + (("occupancy",) if "occupancy" in tr else ())
-        diff = [f"{f} {r.get(f)} (page pass) vs {tr[f]} (timing pass)" for f in fields
-                if r.get(f) is not None and int(r[f]) != int(tr[f])]
-        if diff:
-            b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
-        for f in fields:
-            out[_ATTRS[f]] = int(tr[f])
+    if j < 0:
+        return out
+    tr = b.tattrs[j]
+    diff = [f"{f} {r.get(f)} (page pass) vs {v} (timing pass)" for f, v in tr.items()
+            if r.get(f) is not None and int(r[f]) != v]
+    if diff:
+        b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
+    for f, v in tr.items():
+        out[_ATTRS[f]] = v
     return out
 
 
@@ -569,10 +601,26 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
         recs = np.memmap(pages.bin_path, dtype=REC_DTYPE, mode="r")
 
     b = PagePassTables(pages.bin_path, recs, kact, join, stats["skipped"],
-                       streams_path=pages.streams_path)
+                       tattrs=timing_launch_attrs(kact), streams_path=pages.streams_path)
     for r in pages.lines:
         handler = HANDLERS.get(r.get("t"))  # type: ignore[arg-type]
         if handler is not None:
             handler(b, r)
     b.finish(tables, stats)
+    stats["warnings"] = _page_pass_warnings(pages.end, b)
     return tables, stats
+
+
+def _page_pass_warnings(end: dict[str, Any], b: PagePassTables) -> list[str]:
+    """What the page pass's end line says went wrong for the whole run (printed by `record`
+    and kept in the manifest)."""
+    out = []
+    if end.get("modules") == 0 and b.kernels:
+        out.append(f"the page pass patched no module, so its {len(b.kernels)} kernels recorded "
+                   f"no page ({sum(b.no_pages.values())} have none): was a module loaded while "
+                   "the collector itself called into CUDA? (docs/collector.md, lazy loading)")
+    if end.get("modules_loaded_in_tool_calls"):
+        out.append(f"{end['modules_loaded_in_tool_calls']} modules loaded while the collector "
+                   "itself called into CUDA (patched all the same; their module globals are not "
+                   "in the allocations)")
+    return out
