@@ -138,7 +138,9 @@ class PagePassTables:
     allocs: list[tuple[int, int, int, str, str | None]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    acc_parts: list[pd.DataFrame] = field(default_factory=list)
+    # rows gathered as columns of numpy arrays, one part per kernel, made frames once at the
+    # end (a frame per kernel cost milliseconds each, and programs launch thousands)
+    acc_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
     kernel_lines: int = 0          # kernel lines read so far: the index into `join`
     out_of_range: int = 0
     out_of_range_kernels: list[str] = field(default_factory=list)
@@ -154,14 +156,14 @@ class PagePassTables:
     # uvmtrace v1.2: launch attributes and per-thread-block streams
     streams_path: Path | None = None
     srecs: np.ndarray | None = None        # the streams file, as 16-byte records
-    last_acc: pd.DataFrame | None = None   # the access rows of the last kernel line
+    last_acc: dict[str, np.ndarray] | None = None  # the access rows of the last kernel line
     with_attrs: int = 0                    # kernel lines with launch attributes
     attr_mismatches: list[str] = field(default_factory=list)
     stream_lines: int = 0
     stream_rows_outside: int = 0           # stream rows dropped with their pages
     stream_status: Counter = field(default_factory=Counter)
-    sb_parts: list[pd.DataFrame] = field(default_factory=list)
-    sa_parts: list[pd.DataFrame] = field(default_factory=list)
+    sb_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+    sa_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def finish(self, tables: dict[str, pd.DataFrame], stats: dict[str, Any]) -> None:
         """Write the gathered rows into `tables` and the counts into `stats`."""
@@ -183,7 +185,7 @@ class PagePassTables:
             k["duration_ns"] = pd.array(k["duration_ns"].tolist(), dtype="Int64")
             tables["kernels"] = k
         if self.acc_parts:
-            tables["accesses"] = pd.concat(self.acc_parts, ignore_index=True)
+            tables["accesses"] = _frame(self.acc_parts)
         _finish_v12(self, tables)
         if slices:  # uvmtrace v1.1 time slices (docs/trace-format.md)
             k = tables["kernels"]
@@ -198,7 +200,7 @@ class PagePassTables:
         stats.update({
             "kernels": len(self.kernels), "allocations": len(self.allocs),
             "events": len(self.events),
-            "access_rows": int(sum(len(p) for p in self.acc_parts)),
+            "access_rows": int(sum(p["kernel_id"].size for p in self.acc_parts)),
             "dropped_accesses_device": self.dropped_accesses,
             "pages_outside_allocations_device": self.unknown_pages,
             "access_rows_dropped_outside_live_allocations": self.out_of_range,
@@ -216,8 +218,8 @@ class PagePassTables:
             "streams": {"kernels": self.stream_lines,
                         "with_stream": sum(1 for k in self.kernels
                                            if k.get("stream_unit") is not None),
-                        "blocks": int(sum(len(x) for x in self.sb_parts)),
-                        "rows": int(sum(len(x) for x in self.sa_parts)),
+                        "blocks": int(sum(x["kernel_id"].size for x in self.sb_parts)),
+                        "rows": int(sum(x["kernel_id"].size for x in self.sa_parts)),
                         "rows_dropped_outside_live_allocations": self.stream_rows_outside,
                         "without_stream_by_reason": dict(self.stream_status)},
         })
@@ -313,12 +315,12 @@ def _kernel_pages(b: PagePassTables, r: dict[str, Any], kid: int) -> None:
     sl = block["slices"].astype(np.uint64)
     if r.get("n_slices") is not None:
         _check_slices(sl, int(r["n_slices"]), kid, r["name"], b.bin_path)
-    b.acc_parts.append(pd.DataFrame({
+    b.acc_parts.append({
         "kernel_id": np.full(int(ok.sum()), kid, np.uint32), "page": page[ok],
         "flags": flags[ok], "count": block["count"][ok].astype(np.uint32),
         # ranks stay dense after dropping rows: order within the kept pages
         "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order,
-        "slices": sl[ok]}))
+        "slices": sl[ok]})
     b.last_acc = b.acc_parts[-1]
 
 
@@ -467,13 +469,14 @@ def _stream(b: PagePassTables, r: dict[str, Any]) -> None:
         b.stream_status["bad_line"] += 1
         return
     acc = b.last_acc
-    acc_page = acc["page"].to_numpy(np.uint64) if acc is not None else np.zeros(0, np.uint64)
-    acc_flags = acc["flags"].to_numpy(np.uint8) if acc is not None else np.zeros(0, np.uint8)
+    acc_page = acc["page"] if acc is not None else np.zeros(0, np.uint64)
+    acc_flags = acc["flags"] if acc is not None else np.zeros(0, np.uint8)
     # rows on pages the trace drops (outside live allocations) go too, and blocks left empty
-    keep = b.live.page_mask(rows["page"].to_numpy(np.uint64))
+    keep = b.live.page_mask(rows["page"])
     if not keep.all():
-        rows = rows[keep]
-        blocks = blocks[blocks["block"].isin(rows["block"].unique())]
+        rows = {c: v[keep] for c, v in rows.items()}
+        kb = np.isin(blocks["block"], rows["block"])
+        blocks = {c: v[kb] for c, v in blocks.items()}
         b.stream_rows_outside += int((~keep).sum())
     from ..trace.streams import check_kernel_stream
     broken = check_kernel_stream(unit, int(n_blocks), blocks, rows, acc_page, acc_flags)
@@ -482,13 +485,13 @@ def _stream(b: PagePassTables, r: dict[str, Any]) -> None:
         return
     k["stream_unit"], k["stream_tick_ns"] = unit, tick
     kid = np.uint32(k["kernel_id"])
-    b.sb_parts.append(blocks.assign(kernel_id=kid)[["kernel_id", "block", "t_start", "t_end"]])
-    b.sa_parts.append(rows.assign(kernel_id=kid)[["kernel_id", "block", "page", "t", "flags"]])
+    b.sb_parts.append({"kernel_id": np.full(blocks["block"].size, kid, np.uint32), **blocks})
+    b.sa_parts.append({"kernel_id": np.full(rows["block"].size, kid, np.uint32), **rows})
 
 
 def _stream_records(b: PagePassTables, r: dict[str, Any], k: dict[str, Any]
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A stream line's block and row records, as frames (rows carry their block)."""
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A stream line's block and row records, as columns (rows carry their block)."""
     if b.srecs is None:
         b.srecs = np.empty(0, np.uint8)
         if b.streams_path is not None and b.streams_path.stat().st_size:
@@ -506,14 +509,21 @@ def _stream_records(b: PagePassTables, r: dict[str, Any], k: dict[str, Any]
         raise RecordError(f"{b.streams_path}: the stream of kernel {k['kernel_id']} "
                           f"({k['name']}) counts {int(blk['n_rows'].sum(dtype=np.uint64))} "
                           f"rows in its blocks but has {row.size}")
-    blocks = pd.DataFrame({"block": blk["block"].copy(), "t_start": blk["t_start"].copy(),
-                           "t_end": blk["t_end"].copy()})
-    rows = pd.DataFrame({"block": np.repeat(blk["block"], blk["n_rows"]),
-                         "page": row["page"].copy(), "t": row["t"].copy(),
-                         "flags": row["flags"].astype(np.uint8)})
+    blocks = {"block": blk["block"].copy(), "t_start": blk["t_start"].copy(),
+              "t_end": blk["t_end"].copy()}
+    rows = {"block": np.repeat(blk["block"], blk["n_rows"]), "page": row["page"].copy(),
+            "t": row["t"].copy(), "flags": row["flags"].astype(np.uint8)}
     if (row["flags"] > 255).any():
-        rows["flags"] = np.uint8(0)  # out of range: the rule check refuses it
+        rows["flags"][:] = 0  # out of range: the rule check refuses it
     return blocks, rows
+
+
+def _frame(parts: list[dict[str, np.ndarray]], like: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One frame of the parts' columns (each part has every column), typed as `like`."""
+    cols = list(like.columns) if like is not None else list(parts[0])
+    df = pd.DataFrame({c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0)
+                       for c in cols})
+    return df.astype(like.dtypes.to_dict()) if like is not None else df
 
 
 def _finish_v12(b: PagePassTables, tables: dict[str, pd.DataFrame]) -> None:
@@ -532,9 +542,8 @@ def _finish_v12(b: PagePassTables, tables: dict[str, pd.DataFrame]) -> None:
             k[col] = pd.array(k[col].tolist() if col in k else [None] * len(k), dtype="Int64")
         from ..trace.streams import empty_tables
         e = empty_tables()
-        tables["blocks"] = pd.concat([e["blocks"]] + b.sb_parts, ignore_index=True)
-        tables["block_accesses"] = pd.concat([e["block_accesses"]] + b.sa_parts,
-                                             ignore_index=True)
+        tables["blocks"] = _frame(b.sb_parts, e["blocks"])
+        tables["block_accesses"] = _frame(b.sa_parts, e["block_accesses"])
     else:
         tables["kernels"] = k.drop(columns=["stream_unit", "stream_tick_ns"], errors="ignore")
 
