@@ -107,12 +107,12 @@ def test_a_page_pass_that_patched_no_module_is_reported(tmp_path):
     assert w.startswith("the page pass patched no module, so its 2 kernels recorded no page")
 
 
-def test_modules_loaded_inside_the_collector_are_reported(tmp_path):
-    pages, _ = _raw(tmp_path, [_kline("a")], None,
-                    end={"t": "end", "modules": 3, "modules_loaded_in_tool_calls": 2})
+def test_a_page_pass_that_patched_modules_gives_no_warning(tmp_path):
+    # modules loaded inside the collector's own calls are patched all the same: only counted
+    pages, _ = _raw(tmp_path, [_kline("a"), _kline("b", n=0)], None,
+                    end={"t": "end", "modules": 1, "modules_loaded_in_tool_calls": 2})
     _, stats = build_tables(pages, None)
-    (w,) = stats["warnings"]
-    assert w.startswith("2 modules loaded while the collector itself called into CUDA")
+    assert stats["warnings"] == [] and stats["kernels_without_pages"] == 1
 
 
 def test_an_incomplete_page_pass_has_no_run_wide_warning(tmp_path):

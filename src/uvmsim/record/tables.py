@@ -628,8 +628,4 @@ def _page_pass_warnings(end: dict[str, Any], b: PagePassTables) -> list[str]:
         out.append(f"the page pass patched no module, so its {len(b.kernels)} kernels recorded "
                    f"no page ({sum(b.no_pages.values())} have none): was a module loaded while "
                    "the collector itself called into CUDA? (docs/collector.md, lazy loading)")
-    if end.get("modules_loaded_in_tool_calls"):
-        out.append(f"{end['modules_loaded_in_tool_calls']} modules loaded while the collector "
-                   "itself called into CUDA (patched all the same; their module globals are not "
-                   "in the allocations)")
     return out
