@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import gpucheck
 from .errors import UserError, parse_env, run_command
 
 __all__ = ["UM_DTYPE", "RunError", "attribute_records", "configure_parser", "counts_by_kernel",
@@ -247,6 +248,8 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     if not isinstance(reserve, (int, np.integer)) or reserve < 0:
         raise RunError(f"--reserve must be a non-negative number of bytes, got {reserve!r}")
     target = free_target_bytes(footprint, factor) + int(reserve)
+    # before building the collector: without a GPU there is no balloon and no counter
+    gpucheck.require_gpu("run")
     from .record import find_library
     library = find_library(lib)
 

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from . import gpucheck
 from .errors import UserError, parse_env, run_command
 
 __all__ = ["REC_DTYPE", "LaunchMismatchError", "RawPass", "RecordError", "build_tables",
@@ -701,6 +702,9 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         raise RecordError(f"{out_p}: the output name must end in '.uvmtrace'")
     if out_p.exists() and not overwrite:
         raise RecordError(f"{out_p} exists (use --overwrite to replace it)")
+    # before building the collector: without a GPU the passes would load nothing and
+    # leave an empty trace
+    gpucheck.require_gpu("record")
     library = find_library(lib)
     run = ["pages", "timing"] if passes == "both" else [passes]
     # the counters need the program's own UVM behaviour, so they get a run of their own
