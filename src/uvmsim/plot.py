@@ -7,47 +7,102 @@ from typing import Sequence
 import pandas as pd
 
 DEFAULT_METRICS = ("slowdown", "faults", "htod_bytes", "evicted_chunks")
-_LABELS = {"slowdown": "slowdown (x)", "faults": "GPU page faults",
-           "htod_bytes": "host-to-device bytes", "evicted_chunks": "evicted 2 MiB chunks",
-           "sim_time_ns": "simulated time (ns)", "dtoh_bytes_evict": "evicted bytes"}
+_LABELS = {"slowdown": "slowdown over factor 1 (x)", "faults": "GPU page faults",
+           "htod_bytes": "host to device (MiB)", "evicted_chunks": "evicted 2 MiB chunks",
+           "sim_time_ns": "simulated time (ms)", "dtoh_bytes_evict": "written back (MiB)",
+           "fault_batches": "fault batches"}
+#: a marker shape and line style per line: lines that coincide stay apart by shape, and
+#: each later line is drawn thinner and smaller on top of the earlier ones (nested)
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+_DASHES = ("-", "--", "-.", ":")
+#: positive data spanning at least this ratio gets a log axis (at least 3 decades' labels);
+#: anything else, zeros included, a linear axis fitted to the data
+LOG_SPAN = 100.0
+
+
+def sweep_units(metric: str) -> tuple[float, str]:
+    """(divisor, label) the sweep plot shows `metric` in: bytes in MiB and nanoseconds in
+    milliseconds, as the CLI's table prints them."""
+    if metric in _LABELS:
+        label = _LABELS[metric]
+    else:
+        label = metric
+    if metric.endswith("_bytes") or "_bytes_" in metric:
+        return float(2**20), label if metric in _LABELS else f"{metric} (MiB)"
+    if metric.endswith("_ns"):
+        return 1e6, label if metric in _LABELS else f"{metric} (ms)"
+    return 1.0, label
+
+
+def _identity(df: pd.DataFrame, hue: Sequence[str]) -> list[str]:
+    """The columns that tell lines apart: trace and model where they vary, then `hue`
+    (both policies by default, named even when one of them is the same for every line)."""
+    keys = [c for c in ("trace", "model") if c in df.columns and df[c].nunique() > 1]
+    keys += [h for h in hue if h in df.columns and h not in keys]
+    return keys or [df.columns[0]]
 
 
 def plot_sweep(df: pd.DataFrame, *, metrics: Sequence[str] = DEFAULT_METRICS,
                x: str = "oversub", hue: Sequence[str] = ("prefetch", "evict"),
                title: str | None = None, path: str | Path | None = None):
-    """One panel per metric against the oversubscription factor, a line per policy pair.
+    """One panel per metric against the oversubscription factor, a line per policy pair
+    (and per trace and model where the table has several), one legend for the figure.
 
-    Returns the matplotlib Figure; writes it to `path` if given (PNG by suffix).
+    Bytes are shown in MiB and times in ms (`sweep_units`). Each panel's y axis fits its
+    data: linear, or logarithmic where positive data spans `LOG_SPAN` or more. Lines that
+    coincide stay visible: each has its own marker shape and dash, and each later line is
+    drawn thinner and with smaller markers over the earlier ones. Returns the matplotlib
+    Figure; writes it to `path` if given (the format by its suffix).
     """
     import matplotlib
     if path is not None:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     metrics = [m for m in metrics if m in df.columns]
     if not metrics:
         raise ValueError("none of the requested metrics is a column of the table")
-    n = len(metrics)
+    keys = _identity(df, hue)
+    groups = list(df.groupby(keys, sort=False))
+    n, k = len(metrics), len(groups)
     cols = min(n, 2)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
-    hue = [h for h in hue if h in df.columns and df[h].nunique() > 1] or [hue[0]]
+    legend_rows = -(-k // min(k, 4))
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows + 0.3 * legend_rows + 0.6),
+                             squeeze=False, layout="constrained")
+    xs = sorted(df[x].unique())
     for ax, m in zip(axes.flat, metrics):
-        for key, g in df.groupby(hue, sort=False):
-            label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        div, label = sweep_units(m)
+        for i, (key, g) in enumerate(groups):
             g = g.sort_values(x)
-            ax.plot(g[x], g[m], marker="o", label=label)
+            t = i / max(k - 1, 1)  # 0 for the first line, 1 for the last
+            ax.plot(g[x], g[m] / div, marker=_MARKERS[i % len(_MARKERS)],
+                    linestyle=_DASHES[i % len(_DASHES)], color=f"C{i % 10}",
+                    linewidth=3.6 - 2.4 * t, markersize=12 - 7 * t,
+                    markeredgecolor="white", markeredgewidth=0.8, zorder=2 + i,
+                    label=" / ".join(str(v) for v in (key if isinstance(key, tuple)
+                                                      else (key,))))
+        y = (df[m] / div).to_numpy(dtype=float)
+        y = y[y == y]
+        if len(y) and (y > 0).all() and y.max() / y.min() >= LOG_SPAN:
+            ax.set_yscale("log")
+        else:
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=6, min_n_ticks=3))
+            ax.yaxis.set_major_formatter(FuncFormatter(
+                lambda v, _: f"{v:,.0f}" if abs(v) >= 100 else f"{v:g}"))
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{v:g}" for v in xs])
         ax.set_xlabel("oversubscription factor" if x == "oversub" else x)
-        ax.set_ylabel(_LABELS.get(m, m))
+        ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-        if m in ("faults", "htod_bytes", "evicted_chunks") and (df[m] > 0).any():
-            ax.set_yscale("symlog")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=8, title=" / ".join(hue))
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(k, 4),
+               title=" / ".join(keys), fontsize=9)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
