@@ -445,6 +445,6 @@ def capacity_chunks(peak_blocks: int, *, oversub: float | None = None,
                               f"got {capacity_bytes}")
         return int(capacity_bytes) // CHUNK_BYTES
     f = 1.0 if oversub is None else float(oversub)
-    if not f > 0 or f != f:
-        raise ConfigError(f"oversubscription factor must be > 0, got {oversub}")
+    if not 0 < f < np.inf:  # NaN fails too; infinity would mean one chunk, silently
+        raise ConfigError(f"oversubscription factor must be a finite number > 0, got {oversub}")
     return max(1, int(np.floor(peak_blocks / f)))
