@@ -392,7 +392,8 @@ def run_from_args(a: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.groundtruth --oversub 2 --footprint 1GiB -- CMD``."""
-    p = argparse.ArgumentParser(prog="uvmsim run", description=__doc__.splitlines()[0])
+    from .cli import Parser  # one-line argument errors, as in `uvmsim run`
+    p = Parser(prog="uvmsim run", description=__doc__.splitlines()[0])
     configure_parser(p)
     a = p.parse_args(argv)
     return run_command("run", lambda: run_from_args(a))

@@ -870,7 +870,8 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.record -o X.uvmtrace -- CMD``."""
-    p = argparse.ArgumentParser(prog="uvmsim record", description=__doc__.splitlines()[0])
+    from .cli import Parser  # one-line argument errors, as in `uvmsim record`
+    p = Parser(prog="uvmsim record", description=__doc__.splitlines()[0])
     configure_parser(p)
     a = p.parse_args(argv)
     return run_command("record", lambda: run_from_args(a))

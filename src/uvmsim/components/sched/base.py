@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class SchedContext:
 
 @dataclass(frozen=True)
 class TenantScheduler:
+    HOOKS: ClassVar[tuple[str, ...]] = ("admit", "start")  # compiled into the engine
     name: str
     admit: Any
     init: Callable[[SchedContext], tuple]
