@@ -263,20 +263,37 @@ def working_set_table(traces: dict) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+#: panels per row of the study's multi-panel figures (more workloads wrap to more rows)
+STUDY_COLS = 3
+
+
 def _grid(n: int, width: float = 4.2, height: float = 3.2):
     import matplotlib.pyplot as plt
-    cols = min(n, 3)
+    cols = min(n, STUDY_COLS)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    # room below the panels for the figure's one legend
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.8),
+                             squeeze=False, layout="constrained")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat)[:n]
 
 
+def _fig_legend(fig, axes, loc: str = "outside lower center", ncols: int = 4) -> None:
+    """One legend for the figure, outside every panel (a legend inside one covers data),
+    with each label once, in the order the panels first draw it."""
+    seen: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc=loc, fontsize=8,
+                   ncols=min(ncols, len(seen)))
+
+
 def _finish(fig, title, path):
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
@@ -313,7 +330,7 @@ def plot_slowdown(real=None, sim=None, *, model="h200", prefetch="density",
         ax.set_ylabel("slowdown (x)")
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes, ncols=3)
     return _finish(fig, title, path)
 
 
@@ -326,7 +343,7 @@ def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
     t = pca_ratio_table(real, sim, model=model, prefetch=prefetch)
     if t.empty:
         raise ValueError("nothing to plot: no workload with both PCA settings")
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), layout="constrained")
     for i, w in enumerate(dict.fromkeys(t["workload"])):
         for src, g in t[t["workload"] == w].groupby("source", sort=False):
             ax.plot(g["factor"], g["ratio"], color=f"C{i}", label=f"{w} ({src})",
@@ -336,7 +353,7 @@ def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
     ax.set_ylabel("PCA off / PCA on")
     ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    _fig_legend(fig, [ax], loc="outside right upper", ncols=1)
     return _finish(fig, title, path)
 
 
@@ -357,7 +374,7 @@ def plot_working_set(traces, *, title="Per-kernel working set", path=None):
         ax.set_xlabel("kernel index")
         ax.set_ylabel("working set (MiB)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes)
     return _finish(fig, title, path)
 
 
@@ -370,7 +387,8 @@ def _per_workload_counts(t, y, ylabel, title, path, log=True):
     colors = {"on": "C0", "off": "C3"}
     for ax, w in zip(axes, ws):
         for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
-            g = g[g[y].notna()]
+            # a log axis cannot show 0 (a line would drop off the panel to it)
+            g = g[g[y] > 0] if log else g[g[y].notna()]
             if g.empty:
                 continue
             ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
@@ -381,7 +399,7 @@ def _per_workload_counts(t, y, ylabel, title, path, log=True):
         if log:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes)
     return _finish(fig, title, path)
 
 
@@ -404,27 +422,38 @@ def plot_fault_kinds(sim, *, model="h200", prefetch="density",
 
 def plot_migrations(real=None, sim=None, *, model="h200", prefetch="density",
                     title="Migrations (whole run)", path=None):
-    """Two rows of panels per workload: migrated 4 KiB pages ((HtoD + DtoH) / 4 KiB) and the
-    migrated volume over the footprint, real and simulated."""
+    """Two panels per workload, one above the other: migrated 4 KiB pages ((HtoD + DtoH) /
+    4 KiB) and the migrated volume over the footprint, real and simulated (on log axes, so
+    runs that migrated nothing are left out). Workloads wrap after STUDY_COLS per row."""
     import matplotlib.pyplot as plt
     _use_agg(path)
     t = counts_table(real, sim, model=model, prefetch=prefetch)
     ws = list(dict.fromkeys(t["workload"]))
     if not ws:
         raise ValueError("nothing to plot")
-    fig, axes = plt.subplots(2, len(ws), figsize=(3.6 * len(ws), 6), squeeze=False)
+    cols = min(len(ws), STUDY_COLS)
+    blocks = -(-len(ws) // cols)
+    fig, axes = plt.subplots(2 * blocks, cols, figsize=(4.2 * cols, 5.6 * blocks + 0.8),
+                             squeeze=False, layout="constrained")
     colors = {"on": "C0", "off": "C3"}
+    used = []
     for j, w in enumerate(ws):
+        b, c = divmod(j, cols)
         for i, (y, lab) in enumerate((("migrated_pages", "migrated 4 KiB pages"),
                                       ("volume_over_footprint", "volume / footprint"))):
-            ax = axes[i][j]
+            ax = axes[2 * b + i][c]
+            used.append(ax)
             for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
+                g = g[g[y] > 0]  # log axis: a run that migrated nothing has no point
                 ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
                         **(_REAL_STYLE if src == "real" else _SIM_STYLE))
             ax.set_title(w if i == 0 else "")
-            ax.set_xlabel("oversubscription factor")
+            ax.set_xlabel("oversubscription factor" if i == 1 else "")
             ax.set_ylabel(lab)
             ax.set_yscale("log")
             ax.grid(True, alpha=0.3)
-        axes[0][j].legend(fontsize=7)
+    for ax in axes.flat:
+        if ax not in used:
+            ax.set_visible(False)
+    _fig_legend(fig, used)
     return _finish(fig, title, path)

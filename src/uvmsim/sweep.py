@@ -326,7 +326,15 @@ def _check_segment(traces: list[tuple[str, str, Trace | None]], segment: str) ->
 
 
 def _bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    """A progress bar: a widget in a notebook kernel with ipywidgets, text elsewhere. In a
+    kernel without ipywidgets tqdm.auto warns (TqdmWarning "IProgress not found") and falls
+    back to text; the warning is not the user's concern, so it is silenced."""
+    import warnings
+
+    from tqdm import TqdmWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)
 
 
