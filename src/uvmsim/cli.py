@@ -141,8 +141,8 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
                    help="eviction policy parameter (repeatable)")
     p.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
                    help=f"model preset: its options, batch size and hardware (default: "
-                        f"{DEFAULT_MODEL}, the spec's counts; see `uvmsim models`); the "
-                        "options below override it")
+                        f"{DEFAULT_MODEL}, the counts of docs/semantics.md; see `uvmsim "
+                        "models`); the options below override it")
     p.add_argument("--hardware",
                    help="hardware preset for the time layer (default: the model's; see "
                         "`uvmsim hardware`)")

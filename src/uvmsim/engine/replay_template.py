@@ -15,7 +15,7 @@
 #   MEM_RESERVE(S.mem, S, T, ten)      -> before tenant ten takes a chunk: -1, or the tenant
 #                                         one of whose chunks must be evicted first
 # Step names match uvmsim.reference, which models the same steps in SimPy.
-# Semantics: docs/model.md and the spec's driver-model.md.
+# Semantics: docs/semantics.md (the counting contract) and docs/model.md.
 
 OP_ALLOC, OP_FREE, OP_KERNEL, OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_PREFETCH = range(8)
 ARG_GPU, ARG_CPU = 1, 2
