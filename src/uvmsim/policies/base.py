@@ -33,6 +33,8 @@ NumPy arrays the hooks read by field name (st.prev, st.freq; a plain tuple works
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -148,6 +150,11 @@ def lookup(spec: Any, table: dict, kind: type, what: str):
         return table[spec]
     if ":" in spec:
         mod, _, obj = spec.partition(":")
+        # `python -m uvmsim` and notebooks have the current folder on the import path, the
+        # `uvmsim` script does not: put it last, so `pkg.mod:obj` resolves the same from both
+        # (last: an installed package of the same name still wins)
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         try:
             found = getattr(importlib.import_module(mod), obj)
         except (ImportError, AttributeError) as e:
