@@ -174,3 +174,40 @@ def test_quoted_source_matches_its_file(block):
             i += 1
         assert i < len(have), f"{block.name}: {ln!r} is not in {block.quotes.name} (in order)"
         i += 1
+
+
+# ---------------------------------------------------------------- what the docs point at
+SOURCES = [p for pattern in ("README.md", "docs/*.md", "src/**/*.py", "tests/**/*.py",
+                             "benchmarks/**/*.py", "benchmarks/**/*.md", "benchmarks/**/*.sh",
+                             "examples/*.py", "examples/*.ipynb", "scripts/*.sh",
+                             "native_trace/**/*.cpp", "native_trace/**/*.h",
+                             "native_trace/**/*.cu", "native_trace/**/*.sh")
+           for p in sorted(ROOT.glob(pattern)) if p != Path(__file__).resolve()]
+# files a clone does not have, and issue numbers, which mean nothing to a reader of the repo
+OUTSIDE = re.compile(r"driver-model\.md|anchors\.md|shared/spec|\.\./shared|"
+                     r"\bissue[- ]?#?\d+|\(#\d+\)", re.I)
+
+
+def test_nothing_points_outside_the_repository():
+    bad = []
+    for p in SOURCES:
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if '"image/png"' in line or len(line) > 2000:   # notebook outputs
+                continue
+            if OUTSIDE.search(line):
+                bad.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()[:120]}")
+    assert not bad, "\n".join(bad)
+
+
+def test_links_between_docs_resolve_and_headings_are_unique():
+    for doc in DOCS:
+        text = doc.read_text()
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text):
+            if not re.match(r"[a-z]+://", target):
+                assert (doc.parent / target).exists(), f"{doc.name}: link to {target}"
+        prose = re.sub(r"```.*?```", "(code)", text, flags=re.S)
+        heads = re.findall(r"^(#+ .+?)\s*$", prose, re.M)
+        assert len(heads) == len(set(heads)), f"{doc.name}: a heading twice"
+        # nor a section left empty by the same-level heading right after it
+        empty = re.search(r"^(#+) .*\n(?:\s*\n)*\1 ", prose, re.M)
+        assert not empty, f"{doc.name}: empty section {empty.group(0)!r}"
