@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -59,13 +60,27 @@ RSS_CHILD_PRELUDE = textwrap.dedent("""
 """)
 
 
+def boundscheck_env() -> dict[str, str]:
+    """The environment of a child process whose compiled code checks every index
+    (NUMBA_BOUNDSCHECK=1: an out-of-range index is an IndexError, not a write into the
+    heap). Numba's caches do not key on the flag, so the child compiles into caches of its
+    own, beside this session's engine cache (tests/conftest.py) and shared by the tests that
+    use it: the engines' (UVMSIM_CACHE_DIR) and every other compiled function's
+    (NUMBA_CACHE_DIR, else the policies' would load unchecked from their __pycache__)."""
+    cache = Path(os.environ["UVMSIM_CACHE_DIR"])
+    base = cache.parent / (cache.name + "-boundscheck")
+    root = Path(__file__).resolve().parents[1]
+    return dict(os.environ, NUMBA_BOUNDSCHECK="1", UVMSIM_CACHE_DIR=str(base / "engines"),
+                NUMBA_CACHE_DIR=str(base / "numba"),
+                PYTHONPATH=os.pathsep.join([str(root / "src"), str(root / "tests")]))
+
+
 def fake_venv(folder) -> "os.PathLike":
     """`folder`/.venv/bin as scripts/setup.sh leaves it, for this interpreter: `python`,
     `uvmsim` (like the script pip installs, a file running uvmsim.cli.main, so the current
     folder is not on the import path, unlike `python -m uvmsim`) and `activate`. The
     caller's PYTHONPATH must reach uvmsim. Returns the bin folder."""
     import sys
-    from pathlib import Path
     b = Path(folder) / ".venv" / "bin"
     b.mkdir(parents=True, exist_ok=True)
     (b / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')

@@ -13,6 +13,14 @@ from uvmsim import plot as P  # noqa: E402
 from uvmsim.sweep import sweep  # noqa: E402
 from uvmsim.trace.builder import TraceBuilder  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
 REAL = pd.DataFrame({
     "model": ["net"] * 6, "pca": ["on", "on", "on", "off", "off", "off"],
     "factor": [1, 1.5, 2, 1, 1.5, 2], "iter_s": [0.1, 0.4, 2.0, 0.5, 0.6, 0.9],

@@ -17,6 +17,13 @@ from uvmsim.plot import LOG_SPAN, plot_sweep, sweep_units  # noqa: E402
 FACTORS = [1.0, 1.25, 1.5, 2.0, 2.5, 3.0]
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
 def table(faults_span=8.0) -> pd.DataFrame:
     """A sweep table shaped like the main job's: four prefetch policies, one eviction
     policy; evictions and bytes the same for three of them (as on the bundled trace), zero
