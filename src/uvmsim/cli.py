@@ -202,8 +202,8 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    ap = Parser(prog="uvmsim", description="Replay GPU memory traces under "
-                                 "CUDA Unified Memory oversubscription.")
+    ap = Parser(prog="uvmsim", description="Replay GPU memory traces under CUDA Unified "
+                                           "Memory oversubscription.")
     ap.add_argument("--version", action="version", version=f"uvmsim {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
