@@ -7,8 +7,10 @@ The conventions (docs/reliability.md, "The docs are tested"):
   repository's files and folders linked in, and `.venv/bin` with `python`, `uvmsim` (like
   the installed script) and `activate`. Outputs (`out/`, `my.uvmtrace`) land in the scratch
   folder.
-* A shell block runs in its own `bash` with `set -eo pipefail` and `.venv` active (the README
-  says to activate it before bare `uvmsim` commands).
+* A shell block runs in its own `bash` with `set -eo pipefail`. `.venv` is active in it only
+  where the doc has said to activate it (`source .venv/bin/activate` in the block or in the
+  text above it); elsewhere no `uvmsim` is on PATH, so a doc that uses the bare command
+  without saying where it comes from fails here.
 * The Python blocks of one file run in order in one interpreter started in the scratch
   folder, so a later block may use what an earlier one defined (as in a notebook).
 * A Python block whose first line is `# path/of/a/file.py` quotes that file: its lines must
@@ -36,6 +38,7 @@ LANGS = {"python": "python", "bash": "bash", "sh": "bash"}
 NO_TEST = re.compile(r"<!--\s*no-test:\s*(.+?)\s*-->")
 #: what may be skipped, at most (the skip list stays small: see the module doc)
 MAX_SKIPPED = 6
+ACTIVATE = "source .venv/bin/activate"
 
 
 @dataclass
@@ -49,6 +52,12 @@ class Block:
     @property
     def name(self) -> str:
         return f"{self.file.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def activated(self) -> bool:
+        """Whether the doc has told the reader to activate .venv by this block's end."""
+        before = "\n".join(self.file.read_text().splitlines()[:self.line - 1])
+        return ACTIVATE in before or ACTIVATE in self.code
 
     @property
     def quotes(self) -> Path | None:
@@ -103,6 +112,14 @@ def test_the_walk_finds_the_blocks_and_few_are_skipped():
         assert len(b.skip) > 10, b.name   # a reason, not a bare marker
 
 
+def test_a_bare_uvmsim_comes_after_saying_to_activate_the_venv():
+    """A reader of README.md or a doc who runs a block with a bare `uvmsim` has been told to
+    activate .venv first (the script is installed there, not on PATH)."""
+    bare = [b for b in RUN if b.lang == "bash" and re.search(r"(^|[;&|(]\s*)uvmsim ", b.code, re.M)]
+    assert any(b.file.name == "README.md" for b in bare)
+    assert [b.name for b in bare if not b.activated] == []
+
+
 def test_the_parser_reads_fences_markers_and_quotes(tmp_path):
     md = tmp_path / "x.md"
     md.write_text("text\n<!-- no-test: needs an NVIDIA GPU -->\n\n```bash\nuvmsim record\n```\n"
@@ -130,7 +147,13 @@ def clone(tmp_path_factory):
 @pytest.mark.parametrize("block", [b for b in RUN if b.lang == "bash"], ids=lambda b: b.name)
 def test_shell_block(block, clone):
     d, env = clone
-    script = f"set -eo pipefail\nsource .venv/bin/activate\n{block.code}"
+    if block.activated:
+        script = f"set -eo pipefail\nsource .venv/bin/activate\n{block.code}"
+    else:   # no uvmsim on PATH: the doc never said to activate .venv
+        path = [p for p in env.get("PATH", "").split(os.pathsep)
+                if p and not (Path(p) / "uvmsim").exists()]
+        env = dict(env, PATH=os.pathsep.join(path))
+        script = f"set -eo pipefail\n{block.code}"
     p = subprocess.run(["bash", "-c", script], cwd=d, env=env, capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, f"{block.name} failed:\n{block.code}\n{p.stdout[-3000:]}\n" \
