@@ -284,3 +284,36 @@ def test_sweep_without_factor_1_keeps_the_meaning_of_slowdown(trace, tmp_path):
 def test_synth_existing_output_names_the_flag(trace):
     p = cli("synth", "zipf", "-o", trace)
     assert "--overwrite" in p.stderr and "overwrite=True" not in p.stderr
+
+
+def _unwritable_folder(tmp_path) -> Path:
+    """A folder where no file can be created: a read-only folder, or for root (who may
+    write anywhere on a normal file system) /sys, which the kernel keeps read-only."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    if not os.access(d, os.W_OK):
+        return d
+    if Path("/sys").is_dir() and not os.access("/sys", os.W_OK):
+        return Path("/sys")
+    try:   # root sees W_OK everywhere: try a file
+        (Path("/sys") / ".uvmsim-probe").touch()
+    except OSError:
+        return Path("/sys")
+    pytest.skip("no folder here refuses a new file")
+
+
+def test_sweep_to_an_unwritable_path_fails_before_any_cell(trace, tmp_path, monkeypatch,
+                                                            capsys):
+    import uvmsim.cli as C
+    import uvmsim.sweep as S
+    monkeypatch.setattr(S, "_run_cell", lambda task: pytest.fail("a cell ran"))
+    ro = _unwritable_folder(tmp_path)
+    for flag in ("-o", "--plot"):
+        out = ro / ("s.csv" if flag == "-o" else "s.png")
+        rc = C.main(["sweep", str(trace), "--oversub", "1,2", "--prefetch", "none", flag,
+                     str(out), "--no-progress", "--executor", "serial"])
+        got = capsys.readouterr()
+        assert rc == 2 and got.out == ""
+        assert got.err.count("\n") == 1, got.err
+        assert f"{flag} {out}: cannot write there" in got.err

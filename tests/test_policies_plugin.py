@@ -176,6 +176,15 @@ def test_uncompiled_hooks_of_prefetch_policies_and_components_are_named():
                                          pools=shared.pools, choose=shared.choose))
 
 
+def test_policies_doc_says_how_to_register_a_name_again():
+    """The error names replace=True; docs/policies.md says it too, beside the error."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    text = " ".join(text.split())
+    i = text.index('raises "already registered"')
+    assert "register_evict(policy, replace=True)" in text[i:i + 200]
+
+
 def test_replace_true_re_registers_a_name():
     again = EvictPolicy("test_fewest", victim=fewest_victim, on_fill=fewest_fill,
                         on_release=fewest_release, on_hit=no_hit, init=fewest_init)
