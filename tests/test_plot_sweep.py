@@ -142,3 +142,84 @@ def test_written_png(tmp_path):
     plot_sweep(table(), title="t", path=tmp_path / "s.png")
     img = imread(tmp_path / "s.png")
     assert img.shape[1] == 1440 and img.shape[0] < 1200   # two columns at 120 dpi
+
+
+# ---------------------------------------------------------------- the main job's file
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def main_job_args() -> list[str]:
+    """The `uvmsim sweep` arguments of scripts/main.sh (factors and policies), on its trace."""
+    import re
+    import shlex
+    text = (ROOT / "scripts" / "main.sh").read_text().replace("\\\n", " ")
+    cmd = shlex.split(re.search(r"uvmsim sweep (.+)", text).group(1))
+    keep = []
+    for flag in ("--oversub", "--prefetch", "--evict"):
+        keep += [flag, cmd[cmd.index(flag) + 1]]
+    return [str(ROOT / (ROOT / "traces" / "MAIN").read_text().strip()), *keep]
+
+
+def png_panels(img: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """The panels of a written figure, from its pixels alone: (top, bottom, left, right) of
+    each frame, found as the horizontal runs of dark spine pixels 200 px or longer, paired
+    top and bottom within each column of panels."""
+    dark = img[..., :3].max(axis=-1) < 0.35
+    runs = {}
+    for y in range(dark.shape[0]):
+        row = np.flatnonzero(np.diff(np.r_[0, dark[y].astype(np.int8), 0]))
+        for x0, x1 in zip(row[::2], row[1::2]):
+            if x1 - x0 >= 200:
+                runs.setdefault((x0 // 8, x1 // 8), []).append((y, x0, x1))
+    out = []
+    for rows in runs.values():
+        ys = [r[0] for r in rows]
+        edges = [g for g in np.split(np.array(ys), np.flatnonzero(np.diff(ys) > 2) + 1)]
+        assert len(edges) % 2 == 0, edges        # a top and a bottom spine per panel
+        for top, bot in zip(edges[::2], edges[1::2]):
+            out.append((int(top.max()) + 1, int(bot.min()), int(rows[0][1]), int(rows[0][2])))
+    return sorted(out, key=lambda p: (p[0], p[2]))
+
+
+def test_the_main_jobs_png_read_back_from_its_pixels(tmp_path, capsys):
+    """out/sweep.png as scripts/main.sh writes it (its trace, factors and policies, through
+    the CLI), judged from the PNG's pixels: four panels, each filled by its data top to
+    bottom (no mostly empty panel), every policy's colour visible in every panel (no line
+    hidden under another), and one legend below the panels."""
+    from matplotlib.image import imread
+
+    import uvmsim.cli as C
+    png = tmp_path / "out" / "sweep.png"
+    assert C.main(["sweep", *main_job_args(), "--plot", str(png), "--no-progress",
+                   "--executor", "serial"]) == 0
+    table = capsys.readouterr().out
+    n_lines = len(main_job_args()[main_job_args().index("--prefetch") + 1].split(","))
+    assert n_lines == 4 and "MiB" in table        # the table's units are the figure's
+    img = imread(png)
+    panels = png_panels(img)
+    assert len(panels) == 4, panels
+    colours = [f"C{i}" for i in range(n_lines)]
+    factors = [float(f) for f in main_job_args()[main_job_args().index("--oversub") + 1]
+               .split(",")]
+    lo, span = factors[0], factors[-1] - factors[0]
+    lowest = max(p[1] for p in panels)
+    for top, bot, left, right in panels:
+        crop = (img[top + 3:bot - 3, left:right] * 255).astype(int)
+        coloured = np.zeros(crop.shape[:2], bool)
+        for c in colours:
+            mine = _pixels_of(crop, c, tol=8)
+            assert mine[:, 3:-3].sum() >= 30, (top, left, c)     # this line shows
+            coloured |= mine
+        # the markers: the pixel columns of the factors (matplotlib's 5% margins); the
+        # widest empty band between them is not half the panel (a symlog axis from 0 left
+        # most of its height empty: 0.7-0.8 of it on the bundled trace)
+        at = np.zeros(crop.shape[0], bool)
+        for f in factors:
+            x = int((f - lo + 0.05 * span) / (1.1 * span) * (right - left))
+            at |= coloured[:, max(x - 2, 0):x + 3].any(axis=1)
+        ys = np.flatnonzero(at)
+        gaps = np.diff(np.r_[0, ys, crop.shape[0] - 1]) / crop.shape[0]
+        assert len(ys) and gaps.max() < 0.5, (top, left, gaps.max())
+    below = (img[lowest + 40:, ..., :3] * 255).astype(int)     # past the x tick labels
+    for c in colours:                                         # the legend's handles
+        assert _pixels_of(below, c, tol=8).sum() >= 10, c
