@@ -76,11 +76,11 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
             self.est = (ev.init or empty_state)(ctx)
             self.pst = empty_state(ctx)
             self.T = engine_trace(T)
-            vbase = block_vbase(T) + (TENANT.astype(np.int64) << 44)
 
             def state():
                 return new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE, T),
-                                 get_hardware(None).vector(), b_vbase=vbase, n_tenants=2)
+                                 get_hardware(None).vector(), b_vbase=block_vbase(T),
+                                 b_tenant=TENANT, n_tenants=2)
             self.S = state()
             # the twin: the reference model with the policy's hooks watched
             self.watch = EvictWatch(ev, model)

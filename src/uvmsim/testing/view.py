@@ -90,7 +90,7 @@ class MemoryView:
         S = self._S
         ten = int(S.scal[S_VTEN])
         blk = int(S.chunk_block[chunk])
-        return blk >= 0 and (ten < 0 or (int(S.b_vbase[blk]) >> 44) == ten)
+        return blk >= 0 and (ten < 0 or int(S.b_tenant[blk]) == ten)
 
     def batch(self) -> tuple[tuple[int, int], ...]:
         """The faulted pages of the fault batch being serviced, as (block, position), in
