@@ -18,8 +18,7 @@ from ..engine.bits import to_positions
 from ..engine.build import engine_for
 from ..engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, C_ZERO_FILL, CAUSE_API,
                             CAUSE_DEMAND, CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_PREFETCH,
-                            HTOD_COLS, INB, POP, RES, S_NBATCH, S_NFREE, S_VTEN, engine_trace,
-                            new_state)
+                            HTOD_COLS, INB, POP, RES, engine_trace, new_state)
 from ..policies import get_evict, get_prefetch
 from ..policies.base import PolicyContext, empty_state
 from ..reference import ReferenceModel
@@ -79,7 +78,7 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
 
             def state():
                 return new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE, T),
-                                 get_hardware(None).vector(), b_vbase=block_vbase(T),
+                                 get_hardware(None).record(), b_vbase=block_vbase(T),
                                  b_tenant=TENANT, n_tenants=2)
             self.S = state()
             # the twin: the reference model with the policy's hooks watched
@@ -106,7 +105,7 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
             """What the policy names if making blk resident has to evict (on copies of its
             state, so a stateful policy such as random2m is not advanced)."""
             S = self.S
-            if S.b_chunk[blk] >= 0 or S.scal[S_NFREE] > 0:
+            if S.b_chunk[blk] >= 0 or S.pool[0].n_free > 0:
                 return None
             saved = S.victim.copy()
             ev.victim(_copy_state(self.est), S, self.T, self.tick)
@@ -173,17 +172,17 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
             S.batch_page[:len(pages)] = pages
             S2.batch_page[:len(pages)] = pages
             # the batch may evict more than once; check the first victim only, named while
-            # the policy sees the batch as the engine shows it (sorted keys, S_NBATCH)
+            # the policy sees the batch as the engine shows it (sorted keys, driver.n_batch)
             blk0 = min({int(T.page_block[d]) for d in pages}, key=lambda k: S.b_rank[k])
             keys = np.sort(S.b_rank[T.page_block[pages]] * 512 + T.page_pos[pages])
             S.batch_key[:len(pages)] = keys
-            S.scal[S_NBATCH] = len(pages)
+            S.driver[0].n_batch = len(pages)
             for d in pages:
                 S.pstate[d] &= ~INB
             named = self._predict_victim(blk0)
             for d in pages:
                 S.pstate[d] |= INB
-            S.scal[S_NBATCH] = 0
+            S.driver[0].n_batch = 0
             if named is not None and S.chunk_block[named[0]] in {int(T.page_block[d])
                                                                   for d in pages}:
                 named = None   # a later block of this batch may refill the victim's block
@@ -227,7 +226,7 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
             S = self.S
             if S.t_chunks[ten] <= 0:
                 return
-            S.scal[S_VTEN] = ten
+            S.pool[0].victim_tenant = ten
             saved = S.victim.copy()
             ev.victim(_copy_state(self.est), S, self.T, self.tick)
             named = tuple(int(x) for x in S.victim)
@@ -237,7 +236,7 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
 
             def go():
                 self.eng.evict_one(self.est, S, self.T, 1, t)
-                S.scal[S_VTEN] = -1
+                S.pool[0].victim_tenant = -1
             self._step(go, lambda: self.ref.evict_from(ten, 1, t), named)
 
         @rule(data=st.data())
@@ -258,8 +257,8 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
             S = self.S
             used = S.chunk_block >= 0
             assert used.sum() <= self.cap
-            assert used.sum() + S.scal[S_NFREE] == self.cap
-            assert (set(S.free_stack[:S.scal[S_NFREE]].tolist())
+            assert used.sum() + S.pool[0].n_free == self.cap
+            assert (set(S.free_stack[:S.pool[0].n_free].tolist())
                     == set(np.flatnonzero(~used).tolist()))
             holders = np.flatnonzero(S.b_chunk >= 0)
             assert len(holders) == used.sum()
@@ -309,7 +308,7 @@ def eviction_machine(policy, model=None) -> type[RuleBasedStateMachine]:
         def engine_equals_reference(self):
             S, S2 = self.S, self.S2
             for f in ("pstate", "chunk_block", "b_chunk", "b_nres", "bres", "free_stack",
-                      "scal", "counts", "t_chunks"):
+                      "pool", "driver", "counts", "t_chunks"):
                 a, b = getattr(S, f), getattr(S2, f)
                 if not np.array_equal(a, b):
                     raise PolicyMismatch(

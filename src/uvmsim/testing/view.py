@@ -16,7 +16,7 @@ from typing import Iterable, Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from ..engine.state import RES, S_NBATCH, S_VTEN
+from ..engine.state import RES
 from ..policies.base import PolicyContext
 
 #: What `EvictionModel.victim` may return: a chunk (its whole window, positions 0..511), a
@@ -88,7 +88,7 @@ class MemoryView:
         several tenants a memory component can restrict an eviction to one tenant's chunks;
         a victim skips the others, keeping its own order."""
         S = self._S
-        ten = int(S.scal[S_VTEN])
+        ten = int(S.pool[0].victim_tenant)
         blk = int(S.chunk_block[chunk])
         return blk >= 0 and (ten < 0 or int(S.b_tenant[blk]) == ten)
 
@@ -96,7 +96,7 @@ class MemoryView:
         """The faulted pages of the fault batch being serviced, as (block, position), in
         service order; empty outside a batch (range events, a prefetch)."""
         S = self._S
-        keys = S.batch_key[:int(S.scal[S_NBATCH])]
+        keys = S.batch_key[:int(S.driver[0].n_batch)]
         return tuple((int(S.rank_block[int(k) >> 9]), int(k) & 511) for k in keys)
 
 
