@@ -216,3 +216,12 @@ def test_the_kit_says_how_to_install_hypothesis():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert "pip install uvmsim[testing]" in out.stdout, out.stderr
+
+
+def test_docs_show_the_users_test_file_in_full():
+    """docs/policies.md's worked example is tests/test_user_policy.py, which CI runs: the
+    text shown must be the file's."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs/policies.md").read_text()
+    assert f"```python\n{(root / 'tests/test_user_policy.py').read_text()}```" in doc
