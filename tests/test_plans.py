@@ -5,6 +5,7 @@ through Arrow files and bad files are refused by name; the shipped predictors do
 docs say."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -157,7 +158,8 @@ class RandomPredictor:
         gpu, cpu = [], []
         if h.k:
             i = int(rng.integers(0, h.k))
-            gpu.append(rng.permutation(h.pages(i))[:rng.integers(0, 300)])
+            p = h.pages(i)
+            gpu.append(p[rng.permutation(p.size)[:rng.integers(0, 300)]])
             gpu.append(h.missed(-1))
             cpu.append(h.pages(-1)[:rng.integers(0, 50)])
             assert h.faults(-1) == h.counts(-1)["faults"] >= 0
@@ -378,9 +380,11 @@ def test_stride_follows_a_confirmed_stride_per_kernel_name():
         b.kernel("S", reads=b.pages(x, 16 * i, 16 * i + 4))
         b.kernel("R", reads=b.pages(y, 7 * (i % 2), 7 * (i % 2) + 4))   # no steady stride
     t = b.build()
-    plan = plans.build(t, plans.predictors.stride(), prefetch="none")
-    assert plan.result is None                   # it needs no feedback: no replay ran
+    plan = plans.build(t, plans.predictors.stride(), prefetch="none", replay=False)
+    assert plan.result is None                   # no feedback, and no final replay asked
     r = uvmsim.simulate(t, plan=plan, prefetch="none")
+    assert plans.build(t, plans.predictors.stride(), prefetch="none").result.summary == \
+        r.summary
     assert r.kernels["faults"][0::2].tolist() == [4, 4, 4, 0, 0, 0]
     assert set(plan.kernel_id.tolist()) == {6, 8, 10}        # S's 4th launch on; never R
     assert plan.table.page.tolist() == [b.pages(x, 16 * i, 17 * i)[0] for i in (3, 4, 5)]
@@ -493,3 +497,38 @@ def test_compare_reports_the_oracles_share():
     assert row.loc["density", "oracle_share"] == 0.0
     assert row.loc["corr", "faults"] == 20
     assert 0 < row.loc["corr", "oracle_share_faults"] < 1
+
+
+def test_cli_builds_and_replays_plans(tmp_path):
+    from test_cli import cli
+    trace = ROOT / "traces/gpt2_small.uvmtrace"
+    out = tmp_path / "corr.parquet"
+    p = cli("plan", trace, "--predictor", "correlation", "--param", "context=1",
+            "--oversub", "3", "-o", out, "--json", check=True)
+    got = json.loads(p.stdout)
+    plan = plans.load(out)
+    assert got["plan"] == plan.summary() and plan.meta["params"] == {"context": 1,
+                                                                     "lookahead": 1}
+    r = json.loads(cli("replay", trace, "--oversub", "3", "--plan", out, "--json",
+                       check=True).stdout)
+    assert r == got["replay"] == uvmsim.simulate(trace, oversub=3.0, plan=plan).summary
+    p = cli("plan", trace, "--predictor", "oracle", "-o", tmp_path / "o.parquet")
+    assert p.returncode == 2 and "--allow-future" in p.stderr
+    (tmp_path / "bad.parquet").write_bytes(b"junk")
+    p = cli("replay", trace, "--plan", tmp_path / "bad.parquet")
+    assert p.returncode == 2 and "bad.parquet" in p.stderr and "unreadable" in p.stderr
+    p = cli("sweep", trace, "--oversub", "3", "--prefetch", "density", "--plan", out,
+            "--executor", "serial", "--json", "--no-progress", check=True)
+    rows = json.loads(p.stdout)
+    assert rows[0]["faults"] == r["faults"] and rows[0]["plan"].startswith("correlation:")
+
+
+def test_tables_with_plan_write_the_trace_a_plan_is_equivalent_to(tmp_path):
+    path = ROOT / "traces/gpt2_small.uvmtrace"
+    t = uvmsim.load_trace(path)
+    plan = plans.build(t, RandomPredictor(3), oversub=3.0)
+    out = uvmsim.write_trace(tmp_path / "baked.uvmtrace", **plans.tables_with_plan(path, plan))
+    baked = uvmsim.load_trace(out)
+    assert (baked.events["op"] == "prefetch").sum() == len(plan)
+    assert_same_arrays(plans.with_plan(t, plan).arrays, baked.arrays)
+    assert_same(plan.result, uvmsim.simulate(baked, oversub=3.0))

@@ -1,6 +1,7 @@
 """Turning a plan into the arrays a replay runs on: each entry becomes one `prefetch` event
-placed just before its kernel's event, clipped to the allocations live there exactly as the
-loader clips a trace's prefetch events (`walk_events`, src/uvmsim/trace/_resolve.py). The
+placed just before its kernel's event, clipped to the allocations live there by the loader's
+rule for range events (`walk_events`, src/uvmsim/trace/_resolve.py; compiled for plans in
+_clip.py). The
 fast engine and the reference model then replay a plan as they replay any trace: nothing in
 the compiled hot loop knows about plans (docs/semantics.md, "Prefetch plans").
 
@@ -18,15 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace import _resolve as R
-from ..trace.format import OP_ALLOC, OP_FREE, OP_PREFETCH, OP_SYNC, OPS
+from ..trace.format import OP_PREFETCH
 from ..trace.io import _dense_maps
 from ..trace.model import Trace
-from .plan import Plan, PlanError
+from . import _clip
+from .plan import TO_CODE, Plan, PlanError
 
-# only prefetch events make segments in the clipping walks below
-_RANGE = np.zeros(len(OPS), np.bool_)
-_RANGE[OP_PREFETCH] = True
+TO_GPU = TO_CODE["gpu"]
 
 
 class Layout:
@@ -47,7 +46,7 @@ class Layout:
         np.cumsum(self.nblocks[:-1], out=block_off[1:])
         self.block_off = block_off
         self.block0 = block_off - (self.first_page >> 9)
-        self.host = T.a_host
+        self.allocs = _clip.Allocs(base, end, self.first_page)
         # key of each dense block, ascending (the dense order)
         self.keys = (self.block0[T.b_alloc] + (T.b_first_vpage >> 9)).astype(np.int64)
         # allocations whose every reserved block has state: segments in them need no check
@@ -68,18 +67,14 @@ class Layout:
                             file=source, column="kernel_id", row=int(bad[0]))
         return r.astype(np.int64)
 
-    def clip(self, op: np.ndarray, alloc: np.ndarray, page: np.ndarray,
-             n_pages: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Segments of the prefetch events of an event list (alloc, free and prefetch; other
-        ops are passed as sync): per event a CSR start, and each segment's allocation and
-        first and last virtual page, in address order, as the loader clips range events."""
-        err, _, _, start, s_alloc, s_first, s_last, _ = R.walk_events(
-            op, alloc, page << 12, n_pages << 12, self.base, self.end, self.host,
-            self.first_page, self.nblocks, _RANGE)
-        if err != R.OK:  # the trace's own alloc/free order was checked when it was loaded
-            raise ConfigError(f"internal error: alloc/free walk failed ({err})")
-        fp = self.first_page[s_alloc]
-        return start, s_alloc, fp + s_first, fp + s_last
+    def clip_live(self, live: np.ndarray, page: np.ndarray, n_pages: np.ndarray):
+        """Segments of entries at a launch where live[a] is 1 for the live allocations:
+        (CSR start per entry, allocation, first and last virtual page)."""
+        A = self.allocs
+        start, a, f, l = _clip.run(_clip.clip_live, (live, page, n_pages, A.order, A.sbase,
+                                                     A.pmax, A.base, A.end, A.first_page),
+                                   page.size, 4 * page.size + 64)
+        return start, a, self.first_page[a] + f, self.first_page[a] + l
 
     def present(self, s_alloc: np.ndarray, vfirst: np.ndarray,
                 vlast: np.ndarray) -> np.ndarray:
@@ -145,8 +140,7 @@ def _apply(trace: Trace, plan: Plan) -> Trace:
     rank = L.ranks(plan.kernel_id, plan.source)
     o = np.lexsort((np.arange(m), plan.order, rank))   # by kernel, then order, then row
     rank, page, n_pages, to = rank[o], plan.page[o], plan.n_pages[o], plan.to[o]
-    ev = inserted_events(T, L, rank)
-    p_start, s_alloc, vfirst, vlast = clip_all(T, L, ev, page, n_pages)
+    p_start, s_alloc, vfirst, vlast = clip_all(T, L, rank, page, n_pages)
     if not L.present(s_alloc, vfirst, vlast).all():
         if trace.rows is not None:
             raise ConfigError("the plan prefetches 2 MiB blocks the streamed trace never "
@@ -155,7 +149,7 @@ def _apply(trace: Trace, plan: Plan) -> Trace:
         L = Layout(dataclasses.replace(trace, arrays=T, _cache={}))
     p_first = L.dense(T, s_alloc, vfirst)
     p_last = L.dense(T, s_alloc, vlast)
-    old_new, plan_new = ev
+    old_new, plan_new = inserted_events(T, L, rank)
     n_ev = T.ev_op.size
     n_new = n_ev + m
 
@@ -209,26 +203,15 @@ def inserted_events(T, L: Layout, rank: np.ndarray) -> tuple[np.ndarray, np.ndar
     return old_new, plan_new
 
 
-def clip_all(T, L: Layout, ev: tuple[np.ndarray, np.ndarray], page: np.ndarray,
-             n_pages: np.ndarray):
-    """Segments of every entry (placed by `inserted_events`), clipped to the allocations
-    live at its kernel: a walk that sees the trace's alloc and free events and the entries,
-    nothing else. Returns (CSR start per entry, allocation, first and last virtual page)."""
-    old_new, plan_new = ev
-    n_new = old_new.size + plan_new.size
-    walk_op = np.full(n_new, OP_SYNC, np.int8)
-    af = (T.ev_op == OP_ALLOC) | (T.ev_op == OP_FREE)
-    walk_op[old_new[af]] = T.ev_op[af]
-    walk_op[plan_new] = OP_PREFETCH
-    alloc = np.full(n_new, -1, np.int64)
-    alloc[old_new[af]] = T.ev_alloc[af]
-    w_page = np.zeros(n_new, np.int64)
-    w_n = np.zeros(n_new, np.int64)
-    w_page[plan_new] = page
-    w_n[plan_new] = n_pages
-    start, s_alloc, vfirst, vlast = L.clip(walk_op, alloc, w_page, w_n)
-    # entries are the only events with segments, in event order = entry order
-    return np.concatenate([start[plan_new], [start[-1]]]), s_alloc, vfirst, vlast
+def clip_all(T, L: Layout, rank: np.ndarray, page: np.ndarray, n_pages: np.ndarray):
+    """Segments of every entry (sorted by kernel rank), clipped to the allocations live at
+    its kernel's event: (CSR start per entry, allocation, first and last virtual page)."""
+    A = L.allocs
+    start, a, f, l = _clip.run(
+        _clip.clip_plan, (T.ev_op, T.ev_alloc, L.k_event, rank, page, n_pages, A.order,
+                          A.sbase, A.pmax, A.base, A.end, A.first_page),
+        page.size, 4 * page.size + 64)
+    return start, a, L.first_page[a] + f, L.first_page[a] + l
 
 
 def _number_in(trace: Trace, L: Layout, s_alloc: np.ndarray, vfirst: np.ndarray,
@@ -297,3 +280,40 @@ def drop_untouched(L: Layout, keep: tuple, p_start: np.ndarray, s_alloc: np.ndar
             for col, arr in zip(out[2:], keep[2:]):
                 col.append(arr[e])
     return tuple(np.array(col, dtype=arr.dtype) for col, arr in zip(out, keep))
+
+
+def tables_with_plan(path, plan: Any) -> dict:
+    """The four tables of the trace directory `path` with the plan's entries written in as
+    prefetch events before their kernels (a kernel's entries in (order, row) order): the
+    trace `with_plan` is equivalent to, for other tools or for comparison
+    (`uvmsim.write_trace(out, **tables_with_plan(path, plan))`)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from pathlib import Path
+
+    from ..trace.format import ACCESSES, ALLOCATIONS, EVENTS, KERNELS
+    plan = as_plan(plan)
+    d = Path(path)
+    t = {f: pq.read_table(d / f).to_pandas() for f in (ALLOCATIONS, EVENTS, KERNELS, ACCESSES)}
+    ev = t[EVENTS]
+    m = len(plan)
+    o = np.lexsort((np.arange(m), plan.order, plan.kernel_id))
+    kid = plan.kernel_id[o]
+    is_k = (ev["op"] == "kernel").to_numpy()
+    k_pos = pd.Index(ev.loc[is_k, "kernel_id"].astype("int64")).get_indexer(kid)
+    bad = np.flatnonzero(k_pos < 0)
+    if bad.size:
+        raise PlanError(f"kernel_id {int(kid[bad[0]])} is not a kernel of the trace",
+                        file=plan.source, column="kernel_id", row=int(o[bad[0]]))
+    # place each entry just before its kernel's event: sort by (event, 0 for entries)
+    at = np.flatnonzero(is_k)[k_pos]
+    pf = pd.DataFrame({"op": "prefetch", "addr": plan.page[o] * 4096,
+                       "size": plan.n_pages[o] * 4096,
+                       "arg": np.where(plan.to[o] == TO_GPU, "gpu", "cpu")})
+    key = np.concatenate([np.arange(len(ev)) * 2 + 1, at * 2])
+    out = pd.concat([ev.drop(columns="seq"), pf], ignore_index=True)
+    out = out.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
+    out.insert(0, "seq", np.arange(len(out), dtype=np.uint64))
+    t[EVENTS] = out.astype(ev.dtypes.to_dict())
+    return {"allocations": t[ALLOCATIONS], "events": t[EVENTS], "kernels": t[KERNELS],
+            "accesses": t[ACCESSES]}

@@ -20,6 +20,7 @@ order (runs of consecutive pages become one entry each).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -32,7 +33,7 @@ from ..engine.state import engine_trace
 from ..errors import ConfigError
 from ..trace.format import ARG_CPU, ARG_GPU, OP_ALLOC, OP_FREE, OP_PREFETCH
 from ..trace.model import Trace
-from .apply import Layout, clip_all, drop_untouched, inserted_events, layout
+from .apply import Layout, clip_all, drop_untouched, layout
 from .history import History, _Source
 from .plan import PAGE_LIMIT, Plan
 
@@ -123,12 +124,14 @@ class _EventBuffer:
 
 
 def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any], *,
-          allow_future: bool = False, progress: bool = False, **settings: Any) -> Plan:
+          allow_future: bool = False, progress: bool = False, replay: bool = True,
+          **settings: Any) -> Plan:
     """Build a plan by calling `predictor` before each kernel (module doc).
 
     `settings` are `simulate`'s (oversub, capacity_chunks, prefetch, evict, model, ...):
     the replay that gives the predictor feedback runs under them, and `Plan.result` is
-    its Result. A plan built under some settings may be replayed under others (another
+    its Result. For a predictor without feedback the finished plan is replayed once under
+    them for `Plan.result` (`replay=False` skips that: result None). A plan built under some settings may be replayed under others (another
     factor, another trace with the same kernel ids); its feedback was then another run's.
 
     Of each prediction, pages outside the allocations live at the launch and pages in
@@ -164,7 +167,7 @@ def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any],
     # alloc/free events, to know the live allocations at each launch
     af = np.flatnonzero((T.ev_op == OP_ALLOC) | (T.ev_op == OP_FREE))
     af_end = np.searchsorted(af, L.k_event)   # af[:af_end[k]] happen before kernel k
-    live: dict[int, None] = {}
+    live = np.zeros(T.a_host.size, np.uint8)
     a_done = 0
     online = _Online(run, L, src) if feedback else None
     got: list[tuple] = []
@@ -174,19 +177,15 @@ def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any],
         if online is not None:
             online.to_launch(k)
         for j in af[a_done:af_end[k]]:
-            if T.ev_op[j] == OP_ALLOC:
-                live[int(T.ev_alloc[j])] = None
-            else:
-                live.pop(int(T.ev_alloc[j]), None)
+            live[T.ev_alloc[j]] = T.ev_op[j] == OP_ALLOC
         a_done = af_end[k]
-        live_a = np.fromiter(live, np.int64, len(live))
-        h = History(src, k, sees_future and allow_future, live_a)
+        h = History(src, k, sees_future and allow_future, live.copy())
         if k == 0 and callable(start):
             start(h)
         e = entries(predictor(h), f"predictor {name!r} before kernel {k}")
         if e[0].size:
             if online is not None:
-                e = online.prefetch(k, live_a, e)
+                e = online.prefetch(k, live, e)
             if e[0].size:
                 got.append((np.full(e[0].size, k, np.int64),) + e)
         bar.update()
@@ -200,6 +199,7 @@ def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any],
         result = online.finish()
     else:
         rank, page, n, to = _clip_offline(T, L, rank, page, n, to)
+    build_s = time.perf_counter() - t0
     # each kernel's entries in the order given: 0, 1, ... (ranks are ascending)
     per_k = np.bincount(rank, minlength=n_k)
     order = np.arange(rank.size, dtype=np.int64) - np.repeat(np.cumsum(per_k) - per_k, per_k)
@@ -208,9 +208,12 @@ def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any],
             "built_on": str(trace.path) if trace.path else None,
             "settings": _jsonable({k: v for k, v in settings.items() if v is not None})}
     plan = Plan(src.kernel_ids[rank], page, n, to.astype(np.int8), order, meta,
-                result=result, build_s=time.perf_counter() - t0)
+                result=result, build_s=build_s)
     if result is not None:
         result.config["plan"] = plan.summary()
+    elif replay:
+        from ..simulate import simulate
+        plan = dataclasses.replace(plan, result=simulate(trace, plan=plan, **settings))
     return plan
 
 
@@ -219,8 +222,7 @@ def _clip_offline(T, L: Layout, rank, page, n, to):
     less their pages in blocks without state."""
     if rank.size == 0:
         return rank, page, n, to
-    ev = inserted_events(T, L, rank)
-    p_start, s_alloc, vfirst, vlast = clip_all(T, L, ev, page, n)
+    p_start, s_alloc, vfirst, vlast = clip_all(T, L, rank, page, n)
     cut = drop_untouched(L, (page, n, to, rank), p_start, s_alloc, vfirst, vlast)
     if cut is None:
         return rank, page, n, to
@@ -258,13 +260,13 @@ class _Online:
         """Run kernel k's entries on the replay's state; returns them as kept."""
         L, T = self.L, self.T
         page, n, to = e
-        p_start, s_alloc, vfirst, vlast = clip_live(L, live, page, n)
+        p_start, s_alloc, vfirst, vlast = L.clip_live(live, page, n)
         cut = drop_untouched(L, e, p_start, s_alloc, vfirst, vlast)
         if cut is not None:
             page, n, to = e = cut
             if page.size == 0:
                 return e
-            p_start, s_alloc, vfirst, vlast = clip_live(L, live, page, n)
+            p_start, s_alloc, vfirst, vlast = L.clip_live(live, page, n)
         et = self.buf.load(to, p_start, s_alloc, L.dense(T, s_alloc, vfirst),
                            L.dense(T, s_alloc, vlast))
         r = self.run
@@ -275,23 +277,6 @@ class _Online:
     def finish(self):
         self._span(int(self.T.ev_op.size))
         return self.run.result()
-
-
-def clip_live(L: Layout, live: np.ndarray, page: np.ndarray, n: np.ndarray):
-    """Segments of entries at a launch where `live` are the live allocations (the walk of
-    Layout.clip, fed those allocations and the entries)."""
-    nl, m = live.size, page.size
-    op = np.empty(nl + m, np.int8)
-    op[:nl] = OP_ALLOC
-    op[nl:] = OP_PREFETCH
-    alloc = np.full(nl + m, -1, np.int64)
-    alloc[:nl] = live
-    pg = np.zeros(nl + m, np.int64)
-    pg[nl:] = page
-    nn = np.zeros(nl + m, np.int64)
-    nn[nl:] = n
-    start, s_alloc, vfirst, vlast = L.clip(op, alloc, pg, nn)
-    return start[nl:] - start[nl], s_alloc, vfirst, vlast
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -211,7 +211,7 @@ class History:
 
     def live_allocations(self) -> pd.DataFrame:
         """Allocations live at this launch: alloc_id, first_page, n_pages, kind."""
-        a = self._live
+        a = np.flatnonzero(self._live)
         L = self._src.layout
         return pd.DataFrame({"alloc_id": self._src.alloc_ids[a],
                              "first_page": L.first_page[a],

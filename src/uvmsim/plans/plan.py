@@ -53,9 +53,10 @@ class Plan:
     """A validated plan: one entry per row of five read-only arrays (see the module doc).
 
     `meta` is provenance (predictor, parameters, `sees_future`, the trace it was built on).
-    `result` is the Result of the replay `uvmsim.plans.build` ran to give its predictor
-    feedback (the counts `simulate(trace, plan=this)` gives under the same settings), or
-    None; it is not saved.
+    `result` is the Result of replaying the plan under the settings `uvmsim.plans.build`
+    built it with (for a predictor with feedback, the build's own replay: the same
+    counts), or None; it is not saved. `build_s` is the build's wall time without that
+    final replay.
     """
 
     kernel_id: np.ndarray   # int64
