@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import uvmsim  # noqa: E402
 from uvmsim import plans  # noqa: E402
 from uvmsim.plans import predictors as P  # noqa: E402
-from uvmsim.plans.compare import add_oracle_share  # noqa: E402
+from uvmsim.plans.compare import add_oracle_share, precision  # noqa: E402
 from uvmsim.trace import trace_from_tables  # noqa: E402
 from uvmsim.trace.repeat import repeat  # noqa: E402
 
@@ -130,10 +130,11 @@ def results(a) -> None:
     rows = []
     for name, t in traces.items():
         for f in (1.25, 1.5, 2.0, 2.5, 3.0):
-            r = plans.build(t, P.learned(model), oversub=f, prefetch="none").result
+            p = plans.build(t, P.learned(model), oversub=f, prefetch="none")
             rows.append({"trace": name, "oversub": f, "run": "learned/none",
-                         "faults": r.summary["faults"],
-                         "sim_time_ns": r.summary["sim_time_ns"]})
+                         "faults": p.result.summary["faults"],
+                         "sim_time_ns": p.result.summary["sim_time_ns"],
+                         "precision": precision(t, p)})
     df = add_oracle_share(pd.concat([df, pd.DataFrame(rows)], ignore_index=True))
     order = ["none", "density", "stride", "correlation", "learned", "learned/none", "oracle"]
     t = df.pivot_table(index=["trace", "oversub"], columns="run", values="sim_time_ns",
@@ -151,6 +152,11 @@ def results(a) -> None:
                         sort=False)[order]
     print("\nfaults")
     print(fl.to_string())
+    plan_runs = ["stride", "correlation", "learned", "learned/none", "oracle"]
+    pr = df[df["run"].isin(plan_runs)].pivot_table(index=["trace", "oversub"], columns="run",
+                                                   values="precision", sort=False)
+    print("\nprecision: share of each plan's pages the kernel they precede touches")
+    print(pr[[c for c in plan_runs if c in pr]].round(3).to_string())
     if a.csv:
         df.to_csv(a.csv, index=False)
         print(f"table: {a.csv}")

@@ -21,6 +21,7 @@ import uvmsim.reference as ref
 from uvmsim import plans
 from uvmsim.errors import ConfigError
 from uvmsim.plans import FutureAccessError, NoFeedbackError, PlanError, Prefetch
+from uvmsim.plans.compare import precision
 from uvmsim.trace import trace_from_tables
 from uvmsim.trace.builder import TraceBuilder
 
@@ -497,6 +498,12 @@ def test_compare_reports_the_oracles_share():
     assert row.loc["density", "oracle_share"] == 0.0
     assert row.loc["corr", "faults"] == 20
     assert 0 < row.loc["corr", "oracle_share_faults"] < 1
+    # what it prefetches before each launch is exactly what that launch touches
+    assert row.loc["corr", "precision"] == 1.0 and np.isnan(row.loc["density", "precision"])
+    wrong = plans.from_table(pd.DataFrame(dict(kernel_id=[1, 1], page=[
+        0x7F0000000000 // PAGE, 0x7F0000000000 // PAGE + 512], n_pages=[10, 30],
+        to=["gpu", "gpu"])))
+    assert precision(t, wrong) == 0.25     # kernel 1 touches 10 of these 40 pages
 
 
 def test_cli_builds_and_replays_plans(tmp_path):

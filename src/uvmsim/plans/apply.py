@@ -1,9 +1,9 @@
 """Turning a plan into the arrays a replay runs on: each entry becomes one `prefetch` event
 placed just before its kernel's event, clipped to the allocations live there by the loader's
 rule for range events (`walk_events`, src/uvmsim/trace/_resolve.py; compiled for plans in
-_clip.py). The
-fast engine and the reference model then replay a plan as they replay any trace: nothing in
-the compiled hot loop knows about plans (docs/semantics.md, "Prefetch plans").
+_clip.py). The fast engine and the reference model then replay a plan as they replay any
+trace: nothing in the compiled hot loop knows about plans (docs/semantics.md, "Prefetch
+plans").
 
 A plan may reach 2 MiB blocks that no access row or range event of the trace reaches, which
 have no engine state; those blocks are numbered in, in the loader's order (`_dense_maps`,

@@ -131,8 +131,9 @@ def build(trace: Trace | str | os.PathLike, predictor: Callable[[History], Any],
     `settings` are `simulate`'s (oversub, capacity_chunks, prefetch, evict, model, ...):
     the replay that gives the predictor feedback runs under them, and `Plan.result` is
     its Result. For a predictor without feedback the finished plan is replayed once under
-    them for `Plan.result` (`replay=False` skips that: result None). A plan built under some settings may be replayed under others (another
-    factor, another trace with the same kernel ids); its feedback was then another run's.
+    them for `Plan.result` (`replay=False` skips that: result None). A plan built under
+    some settings may be replayed under others (another factor, another trace with the
+    same kernel ids); its feedback was then another run's. `progress` shows a bar.
 
     Of each prediction, pages outside the allocations live at the launch and pages in
     2 MiB blocks the trace never touches (no access row, no range event reaches them)
@@ -277,11 +278,6 @@ class _Online:
     def finish(self):
         self._span(int(self.T.ev_op.size))
         return self.run.result()
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def _jsonable(obj: Any) -> Any:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..simulate import _as_trace, simulate
 from .build import build
+from .plan import TO_CODE
 
 
 def compare(traces: Mapping[str, Any], predictors: Mapping[str, Callable[[], Any]], *,
@@ -23,7 +24,8 @@ def compare(traces: Mapping[str, Any], predictors: Mapping[str, Callable[[], Any
 
     Columns: trace, oversub, run, faults, htod_bytes, dtoh_bytes (evictions and pushes to
     the host), moved_bytes (both ways), evicted_chunks, sim_time_ns, plan_pages (pages the
-    plan moves to the GPU), build_s, and `oracle_share` / `oracle_share_faults`: the part
+    plan moves to the GPU), precision (the share of them the kernel they precede touches,
+    `precision`), build_s, and `oracle_share` / `oracle_share_faults`: the part
     of the oracle's gain over `density` in time / faults the run gets (1: all of it,
     0: none, < 0: worse than density; NaN where the oracle gains nothing)."""
     rows = []
@@ -39,12 +41,32 @@ def compare(traces: Mapping[str, Any], predictors: Mapping[str, Callable[[], Any
             for name, factory, future in runs:
                 plan = build(tr, factory(), allow_future=future, oversub=f, prefetch=prefetch,
                              progress=progress, **settings)
-                rows.append(_row(tname, f, name, plan.result, plan, plan.build_s))
+                rows.append(_row(tname, f, name, plan.result, plan, plan.build_s,
+                                 precision(tr, plan)))
     df = pd.DataFrame(rows)
     return add_oracle_share(df)
 
 
-def _row(trace: str, f: float, run: str, r, plan, build_s: float) -> dict[str, Any]:
+def precision(trace, plan) -> float:
+    """The share of a plan's pages to the GPU that the kernel they precede touches (NaN
+    for a plan with none): how often the predictor was right, whatever it cost."""
+    from .apply import layout
+    from .history import _Source
+    src = _Source(trace, layout(trace), 1)
+    rank = layout(trace).ranks(plan.kernel_id, plan.source)
+    gpu = np.flatnonzero(plan.to == TO_CODE["gpu"])
+    hit = total = 0
+    for k in np.unique(rank[gpu]):
+        e = gpu[rank[gpu] == k]
+        pages = np.concatenate([np.arange(p, p + n) for p, n in
+                                zip(plan.page[e].tolist(), plan.n_pages[e].tolist())])
+        hit += int(np.isin(pages, src.pages(int(k))).sum())
+        total += pages.size
+    return hit / total if total else float("nan")
+
+
+def _row(trace: str, f: float, run: str, r, plan, build_s: float,
+         prec: float = float("nan")) -> dict[str, Any]:
     s = r.summary
     dtoh = s["dtoh_bytes_evict"] + s["dtoh_bytes_api_prefetch"]
     return {"trace": trace, "oversub": float(f), "run": run, "faults": s["faults"],
@@ -52,7 +74,7 @@ def _row(trace: str, f: float, run: str, r, plan, build_s: float) -> dict[str, A
             "moved_bytes": s["htod_bytes"] + dtoh, "evicted_chunks": s["evicted_chunks"],
             "sim_time_ns": s["sim_time_ns"],
             "plan_pages": plan.pages("gpu") if plan is not None else 0,
-            "build_s": build_s}
+            "precision": prec, "build_s": build_s}
 
 
 def add_oracle_share(df: pd.DataFrame) -> pd.DataFrame:
