@@ -6,24 +6,29 @@ predictors compare (docs/performance.md, "Prefetch plans"; docs/policies.md, "Pl
     python benchmarks/plans.py results    # the comparison table (none, density, plans, oracle)
 
 overhead: for each bundled trace and factor, the oracle's plan (an entry before nearly every
-kernel) and the correlation predictor's, replayed two ways that prefetch exactly the same
-pages: `simulate(trace, plan=plan)` on a fresh Trace object (so resolving the plan into the
-event arrays is paid every time), and `simulate(baked)` where `baked` is the trace with the
-plan's entries written in as prefetch events (plans.tables_with_plan), loaded once. Their
-counts are asserted equal; the median of `--repeat` interleaved runs each is printed, and
-their ratio (goal <= 1.10). The plain replay without any plan is printed for scale.
+kernel) and the correlation predictor's, replayed in ways that prefetch exactly the same
+pages: `events`, `simulate(baked)` where `baked` is the trace with the plan's entries
+written in as prefetch events (plans.tables_with_plan), loaded once; `plan`,
+`simulate(trace, plan=plan)` on a fresh Trace object, so resolving the plan into the event
+arrays (`resolve`, also timed alone) is paid in every replay; `cached`, the same on one
+Trace object, whose resolved plan is kept (a sweep or a notebook replaying one plan).
+Counts are asserted equal. Printed: the best of `--repeat` interleaved runs, in CPU time,
+and `plan`/`events` and `cached`/`events` (goal <= 1.10); `no plan` (no prefetch events)
+for scale.
 
-build: `plans.build` wall time (`Plan.build_s`: the predictor's calls, the history, the
-feedback replay for predictors that use it; not the final replay of predictors without
-feedback) per million access rows (goal <= 1 s for the oracle and the correlation
-predictor), median of `--repeat`, after a warm-up build.
+build: `plans.build` CPU time (the predictor's calls, the history, the feedback replay for
+predictors that use it; not the final replay of predictors without feedback, replay=False)
+per million access rows (goal <= 1 s for the oracle and the correlation predictor), best
+of `--repeat` after a warm-up build, at factor 2.
+
+Times are CPU time of this process (time.process_time): the replay and the build run on one
+thread, and on a shared machine wall time also counts other processes' use of the cores.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -65,11 +70,21 @@ def bundled(looped: bool = False) -> dict:
     return t
 
 
+def cpu(fn, *args, **kw) -> float:
+    """CPU seconds of one call (process_time: this process only; the replay and the
+    build are single-threaded, and the machine is shared, so wall time would count the
+    other processes' share of the cores)."""
+    t0 = time.process_time()
+    fn(*args, **kw)
+    return time.process_time() - t0
+
+
 def overhead(a) -> None:
     print("replay with a plan vs the same prefetch events written into the trace "
-          f"(median of {a.repeat}, ms)")
+          f"(best of {a.repeat}, CPU ms)")
     print(f"{'trace':15s} {'factor':>6s} {'plan':12s} {'pages':>9s} {'no plan':>8s} "
-          f"{'events':>8s} {'plan=':>8s} {'ratio':>6s}")
+          f"{'events':>8s} {'plan':>8s} {'ratio':>6s} {'cached':>8s} {'ratio':>6s} "
+          f"{'resolve':>8s}")
     for name in ("gpt2_small", "resnet50_pca", "resnet50_nopca"):
         path = TR / f"{name}.uvmtrace"
         base = uvmsim.load_trace(path)
@@ -82,26 +97,23 @@ def overhead(a) -> None:
                 want = uvmsim.simulate(baked, oversub=f)
                 got = uvmsim.simulate(uvmsim.load_trace(path), oversub=f, plan=plan)
                 assert got.summary == want.summary, (name, f, pname)
-                fresh = [uvmsim.load_trace(path) for _ in range(a.repeat)]
-                t_plan, t_ev, t_none = [], [], []
+                fresh = [uvmsim.load_trace(path) for _ in range(2 * a.repeat)]
+                t = {"none": [], "events": [], "plan": [], "cached": [], "resolve": []}
                 for i in range(a.repeat):
-                    t0 = time.perf_counter()
-                    uvmsim.simulate(fresh[i], oversub=f, plan=plan)
-                    t1 = time.perf_counter()
-                    uvmsim.simulate(baked, oversub=f)
-                    t2 = time.perf_counter()
-                    uvmsim.simulate(base, oversub=f)
-                    t3 = time.perf_counter()
-                    t_plan.append(t1 - t0)
-                    t_ev.append(t2 - t1)
-                    t_none.append(t3 - t2)
-                mp, me, mn = (statistics.median(x) * 1e3 for x in (t_plan, t_ev, t_none))
-                print(f"{name:15s} {f:6.1f} {pname:12s} {plan.pages('gpu'):9,d} {mn:8.1f} "
-                      f"{me:8.1f} {mp:8.1f} {mp / me:6.2f}", flush=True)
+                    t["plan"].append(cpu(uvmsim.simulate, fresh[i], oversub=f, plan=plan))
+                    t["events"].append(cpu(uvmsim.simulate, baked, oversub=f))
+                    t["cached"].append(cpu(uvmsim.simulate, base, oversub=f, plan=plan))
+                    t["none"].append(cpu(uvmsim.simulate, base, oversub=f))
+                    t["resolve"].append(cpu(plans.with_plan, fresh[a.repeat + i], plan))
+                m = {k: min(v) * 1e3 for k, v in t.items()}
+                print(f"{name:15s} {f:6.1f} {pname:12s} {plan.pages('gpu'):9,d} "
+                      f"{m['none']:8.1f} {m['events']:8.1f} {m['plan']:8.1f} "
+                      f"{m['plan'] / m['events']:6.2f} {m['cached']:8.1f} "
+                      f"{m['cached'] / m['events']:6.2f} {m['resolve']:8.1f}", flush=True)
 
 
 def build_times(a) -> None:
-    print(f"plan building time (median of {a.repeat}; s per million access rows)")
+    print(f"plan building time (best of {a.repeat}, CPU s per million access rows)")
     print(f"{'trace':15s} {'rows':>10s} {'kernels':>7s} " +
           " ".join(f"{n:>12s}" for n in ("oracle", "correlation", "stride", "learned")))
     model = P.train(uvmsim.load_trace(TR / "resnet50_nopca.uvmtrace"))
@@ -111,9 +123,9 @@ def build_times(a) -> None:
         cells = []
         for pname, (make, future) in makers.items():
             plans.build(t, make(), allow_future=future, oversub=2.0, replay=False)   # warm
-            s = [plans.build(t, make(), allow_future=future, oversub=2.0,
-                             replay=False).build_s for _ in range(a.repeat)]
-            cells.append(statistics.median(s) / t.n_accesses * 1e6)
+            s = [cpu(plans.build, t, make(), allow_future=future, oversub=2.0, replay=False)
+                 for _ in range(a.repeat)]
+            cells.append(min(s) / t.n_accesses * 1e6)
         print(f"{name:15s} {t.n_accesses:10,d} {t.n_kernels:7,d} " +
               " ".join(f"{c:12.2f}" for c in cells), flush=True)
 

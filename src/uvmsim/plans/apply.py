@@ -53,19 +53,18 @@ class Layout:
         self.whole = np.bincount(T.b_alloc, minlength=base.size) == self.nblocks
         self.k_event = np.flatnonzero(T.ev_kernel >= 0).astype(np.int64)
         self.kernel_ids = trace.kernels["kernel_id"].to_numpy(np.int64)
-        self._rank = None
+        self._by_id = np.argsort(self.kernel_ids, kind="stable")
+        self._ids = self.kernel_ids[self._by_id]
 
     def ranks(self, kernel_id: np.ndarray, source: str) -> np.ndarray:
         """Kernel rank of each kernel_id; an unknown one is an error naming its row."""
-        if self._rank is None:
-            import pandas as pd
-            self._rank = pd.Index(self.kernel_ids)
-        r = self._rank.get_indexer(kernel_id)
-        bad = np.flatnonzero(r < 0)
+        i = np.minimum(np.searchsorted(self._ids, kernel_id), max(self._ids.size - 1, 0))
+        bad = np.flatnonzero(self._ids[i] != kernel_id) if self._ids.size else \
+            np.arange(kernel_id.size)
         if bad.size:
             raise PlanError(f"kernel_id {int(kernel_id[bad[0]])} is not a kernel of the trace",
                             file=source, column="kernel_id", row=int(bad[0]))
-        return r.astype(np.int64)
+        return self._by_id[i]
 
     def clip_live(self, live: np.ndarray, page: np.ndarray, n_pages: np.ndarray):
         """Segments of entries at a launch where live[a] is 1 for the live allocations:
@@ -76,19 +75,28 @@ class Layout:
                                    page.size, 4 * page.size + 64)
         return start, a, self.first_page[a] + f, self.first_page[a] + l
 
+    def locate(self, s_alloc: np.ndarray, vfirst: np.ndarray, vlast: np.ndarray):
+        """For each segment: the dense blocks of its first and last page, and whether
+        every block it reaches has engine state (where not, the blocks are meaningless)."""
+        kf = self.block0[s_alloc] + (vfirst >> 9)
+        kl = self.block0[s_alloc] + (vlast >> 9)
+        bf = np.searchsorted(self.keys, kf)
+        bl = np.searchsorted(self.keys, kl)
+        if self.whole[s_alloc].all():
+            return np.ones(s_alloc.size, np.bool_), bf, bl
+        cap = max(self.keys.size - 1, 0)
+        ok = (bl < self.keys.size) & (self.keys[np.minimum(bf, cap)] == kf) & \
+            (self.keys[np.minimum(bl, cap)] == kl) & (bl - bf == kl - kf)
+        return ok, bf, bl
+
     def present(self, s_alloc: np.ndarray, vfirst: np.ndarray,
                 vlast: np.ndarray) -> np.ndarray:
         """For each segment: True when every block it reaches has engine state."""
-        if self.whole[s_alloc].all():
-            return np.ones(s_alloc.size, np.bool_)
-        lo = self.block0[s_alloc] + (vfirst >> 9)
-        hi = self.block0[s_alloc] + (vlast >> 9)
-        have = np.searchsorted(self.keys, hi, side="right") - np.searchsorted(self.keys, lo)
-        return have == hi - lo + 1
+        return self.locate(s_alloc, vfirst, vlast)[0]
 
-    def dense(self, T, s_alloc: np.ndarray, vpage: np.ndarray) -> np.ndarray:
-        """Dense pages of virtual pages of these allocations, in blocks with state."""
-        b = np.searchsorted(self.keys, self.block0[s_alloc] + (vpage >> 9))
+    @staticmethod
+    def dense(T, b: np.ndarray, vpage: np.ndarray) -> np.ndarray:
+        """Dense pages of virtual pages in dense blocks b."""
         return (T.b_page0[b] - T.b_lo[b].astype(np.int64) + (vpage & 511)).astype(np.int64)
 
 
@@ -141,14 +149,16 @@ def _apply(trace: Trace, plan: Plan) -> Trace:
     o = np.lexsort((np.arange(m), plan.order, rank))   # by kernel, then order, then row
     rank, page, n_pages, to = rank[o], plan.page[o], plan.n_pages[o], plan.to[o]
     p_start, s_alloc, vfirst, vlast = clip_all(T, L, rank, page, n_pages)
-    if not L.present(s_alloc, vfirst, vlast).all():
+    ok, bf, bl = L.locate(s_alloc, vfirst, vlast)
+    if not ok.all():
         if trace.rows is not None:
             raise ConfigError("the plan prefetches 2 MiB blocks the streamed trace never "
                               "touches, which it has no state for; load the trace in memory")
         T = _number_in(trace, L, s_alloc, vfirst, vlast)
         L = Layout(dataclasses.replace(trace, arrays=T, _cache={}))
-    p_first = L.dense(T, s_alloc, vfirst)
-    p_last = L.dense(T, s_alloc, vlast)
+        _, bf, bl = L.locate(s_alloc, vfirst, vlast)
+    p_first = L.dense(T, bf, vfirst)
+    p_last = L.dense(T, bl, vlast)
     old_new, plan_new = inserted_events(T, L, rank)
     n_ev = T.ev_op.size
     n_new = n_ev + m

@@ -268,8 +268,8 @@ class _Online:
             if page.size == 0:
                 return e
             p_start, s_alloc, vfirst, vlast = L.clip_live(live, page, n)
-        et = self.buf.load(to, p_start, s_alloc, L.dense(T, s_alloc, vfirst),
-                           L.dense(T, s_alloc, vlast))
+        _, bf, bl = L.locate(s_alloc, vfirst, vlast)
+        et = self.buf.load(to, p_start, s_alloc, L.dense(T, bf, vfirst), L.dense(T, bl, vlast))
         r = self.run
         self.eng.replay_span(r.pst, r.est, self.S, et, self.bs, np.int64(0),
                              np.int64(page.size), np.int64(self.tick))

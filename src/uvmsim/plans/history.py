@@ -60,8 +60,12 @@ class _Source:
         rank = np.empty(n, np.int64)
         rank[by_v] = np.arange(by_v.size, dtype=np.int64)
         kernel = np.repeat(np.arange(self.n_kernels, dtype=np.int64), np.diff(self.ks))
-        key = np.sort(kernel * n + rank[T.row_page])
-        self.sorted_d = by_v[key % n]
+        if self.n_kernels * n < 2**62:
+            key = np.sort(kernel * n + rank[T.row_page])
+            self.sorted_d = by_v[key % n]
+        else:   # the one key would overflow: sort by the pair
+            r = rank[T.row_page]
+            self.sorted_d = by_v[r[np.lexsort((r, kernel))]]
         self.sorted_v = self.d2v[self.sorted_d]
         self.sorted_v.setflags(write=False)
 
