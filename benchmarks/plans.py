@@ -8,12 +8,15 @@ predictors compare (docs/performance.md, "Prefetch plans"; docs/policies.md, "Pl
 overhead: for each bundled trace and factor, the oracle's plan (an entry before nearly every
 kernel) and the correlation predictor's, replayed in ways that prefetch exactly the same
 pages: `events`, `simulate(baked)` where `baked` is the trace with the plan's entries
-written in as prefetch events (plans.tables_with_plan), loaded once; `plan`,
+written in as prefetch events (plans.tables_with_plan), loaded once; `fresh`,
 `simulate(trace, plan=plan)` on a fresh Trace object, so resolving the plan into the event
-arrays (`resolve`, also timed alone) is paid in every replay; `cached`, the same on one
-Trace object, whose resolved plan is kept (a sweep or a notebook replaying one plan).
-Counts are asserted equal. Printed: the best of `--repeat` interleaved runs, in CPU time,
-and `plan`/`events` and `cached`/`events` (goal <= 1.10); `no plan` (no prefetch events)
+arrays (`resolve`, also timed alone) and the trace's layout are paid in every replay; `new
+plan`, one Trace object replaying a new Plan object each time (the layout is kept, the plan
+resolved: a plan built and replayed once, the common case); `cached`, one Trace object and
+one Plan, whose resolution is kept (a sweep replaying one plan).
+Counts are asserted equal. Printed: the best of `--repeat` interleaved runs (the order
+rotated each round, the garbage collector run before each call), in CPU time,
+and each over `events` (goal <= 1.10); `no plan` (no prefetch events)
 for scale.
 
 build: `plans.build` CPU time (the predictor's calls, the history, the feedback replay for
@@ -27,6 +30,8 @@ thread, and on a shared machine wall time also counts other processes' use of th
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
 import os
 import platform
 import sys
@@ -73,18 +78,24 @@ def bundled(looped: bool = False) -> dict:
 def cpu(fn, *args, **kw) -> float:
     """CPU seconds of one call (process_time: this process only; the replay and the
     build are single-threaded, and the machine is shared, so wall time would count the
-    other processes' share of the cores)."""
-    t0 = time.process_time()
-    fn(*args, **kw)
-    return time.process_time() - t0
+    other processes' share of the cores), with the garbage collector run before and held
+    off during the call, so no call pays for another's garbage."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        fn(*args, **kw)
+        return time.process_time() - t0
+    finally:
+        gc.enable()
 
 
 def overhead(a) -> None:
     print("replay with a plan vs the same prefetch events written into the trace "
           f"(best of {a.repeat}, CPU ms)")
     print(f"{'trace':15s} {'factor':>6s} {'plan':12s} {'pages':>9s} {'no plan':>8s} "
-          f"{'events':>8s} {'plan':>8s} {'ratio':>6s} {'cached':>8s} {'ratio':>6s} "
-          f"{'resolve':>8s}")
+          f"{'events':>8s} {'fresh':>8s} {'ratio':>6s} {'new plan':>8s} {'ratio':>6s} "
+          f"{'cached':>8s} {'ratio':>6s} {'resolve':>8s}")
     for name in ("gpt2_small", "resnet50_pca", "resnet50_nopca"):
         path = TR / f"{name}.uvmtrace"
         base = uvmsim.load_trace(path)
@@ -98,17 +109,24 @@ def overhead(a) -> None:
                 got = uvmsim.simulate(uvmsim.load_trace(path), oversub=f, plan=plan)
                 assert got.summary == want.summary, (name, f, pname)
                 fresh = [uvmsim.load_trace(path) for _ in range(2 * a.repeat)]
-                t = {"none": [], "events": [], "plan": [], "cached": [], "resolve": []}
+                t = {"none": [], "events": [], "plan": [], "new": [], "cached": [],
+                     "resolve": []}
                 for i in range(a.repeat):
-                    t["plan"].append(cpu(uvmsim.simulate, fresh[i], oversub=f, plan=plan))
-                    t["events"].append(cpu(uvmsim.simulate, baked, oversub=f))
-                    t["cached"].append(cpu(uvmsim.simulate, base, oversub=f, plan=plan))
-                    t["none"].append(cpu(uvmsim.simulate, base, oversub=f))
-                    t["resolve"].append(cpu(plans.with_plan, fresh[a.repeat + i], plan))
+                    runs = [
+                        ("plan", lambda: uvmsim.simulate(fresh[i], oversub=f, plan=plan)),
+                        ("events", lambda: uvmsim.simulate(baked, oversub=f)),
+                        ("new", lambda: uvmsim.simulate(base, oversub=f,
+                                                        plan=dataclasses.replace(plan))),
+                        ("cached", lambda: uvmsim.simulate(base, oversub=f, plan=plan)),
+                        ("none", lambda: uvmsim.simulate(base, oversub=f)),
+                        ("resolve", lambda: plans.with_plan(fresh[a.repeat + i], plan))]
+                    for key, fn in runs[i % 6:] + runs[:i % 6]:   # each first in turn
+                        t[key].append(cpu(fn))
                 m = {k: min(v) * 1e3 for k, v in t.items()}
                 print(f"{name:15s} {f:6.1f} {pname:12s} {plan.pages('gpu'):9,d} "
                       f"{m['none']:8.1f} {m['events']:8.1f} {m['plan']:8.1f} "
-                      f"{m['plan'] / m['events']:6.2f} {m['cached']:8.1f} "
+                      f"{m['plan'] / m['events']:6.2f} {m['new']:8.1f} "
+                      f"{m['new'] / m['events']:6.2f} {m['cached']:8.1f} "
                       f"{m['cached'] / m['events']:6.2f} {m['resolve']:8.1f}", flush=True)
 
 
