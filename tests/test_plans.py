@@ -539,3 +539,21 @@ def test_tables_with_plan_write_the_trace_a_plan_is_equivalent_to(tmp_path):
     assert (baked.events["op"] == "prefetch").sum() == len(plan)
     assert_same_arrays(plans.with_plan(t, plan).arrays, baked.arrays)
     assert_same(plan.result, uvmsim.simulate(baked, oversub=3.0))
+
+
+def test_a_plan_made_directly_is_checked_too():
+    z = np.zeros(2, np.int64)
+    ok = dict(kernel_id=z, page=np.array([5, 6]), n_pages=np.ones(2, np.int64),
+              to=np.ones(2, np.int8), order=z)
+    plans.Plan(**ok)
+    for change, column, row in ((dict(page=np.array([5, -1])), "page", 1),
+                                (dict(n_pages=np.array([1, 0])), "n_pages", 1),
+                                (dict(page=np.array([2**50 - 1, 0]),
+                                      n_pages=np.array([2, 1])), "n_pages", 0),
+                                (dict(to=np.array([1, 3], np.int8)), "to", 1),
+                                (dict(kernel_id=np.array([-1, 0])), "kernel_id", 0),
+                                (dict(order=np.zeros(3, np.int64)), "order", None),
+                                (dict(page=[5, 6]), "page", None)):
+        with pytest.raises(PlanError) as e:
+            plans.Plan(**{**ok, **change})
+        assert (e.value.column, e.value.row) == (column, row)

@@ -70,8 +70,26 @@ class Plan:
     build_s: float | None = field(default=None, repr=False)  # build's wall time, not saved
 
     def __post_init__(self) -> None:
-        for name in ("kernel_id", "page", "n_pages", "to", "order"):
-            getattr(self, name).setflags(write=False)
+        # a Plan made directly, not through from_table/load, is checked too: its values
+        # reach compiled code (shifts, indices) once it is replayed
+        n = self.page.size if isinstance(self.page, np.ndarray) else -1
+        for name, dt in (("page", np.int64), ("kernel_id", np.int64), ("n_pages", np.int64),
+                         ("to", np.int8), ("order", np.int64)):
+            a = getattr(self, name)
+            if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or a.size != n:
+                raise PlanError(f"must be a 1-D {np.dtype(dt)} array, as long as 'page'",
+                                file=self.source, column=name)
+            a.setflags(write=False)
+        checks = (("kernel_id", (self.kernel_id < 0) | (self.kernel_id > 2**32 - 1),
+                   "out of range for uint32"),
+                  ("page", (self.page < 0) | (self.page >= PAGE_LIMIT), "not a page number"),
+                  ("n_pages", (self.n_pages < 1) | (self.n_pages > PAGE_LIMIT - self.page),
+                   "n_pages must be >= 1 and page + n_pages <= 2**50"),
+                  ("to", (self.to != ARG_GPU) & (self.to != ARG_CPU), "not gpu or cpu"))
+        for name, bad, msg in checks:
+            if n and bad.any():
+                raise PlanError(msg, file=self.source, column=name,
+                                row=int(np.flatnonzero(bad)[0]))
 
     # ------------------------------------------------------------------ views
     def __len__(self) -> int:
