@@ -285,6 +285,16 @@ def _jsonable(obj: Any) -> Any:
                                                                                 str(o))))
 
 
+class _NoBar:
+    def update(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def _bar(total: int, enabled: bool, name: str):
+    if not enabled:   # tqdm.auto is not even imported (in Jupyter it may warn on import)
+        return _NoBar()
     from tqdm.auto import tqdm
-    return tqdm(total=total, desc=f"plan {name}", unit="kernel", disable=not enabled)
+    return tqdm(total=total, desc=f"plan {name}", unit="kernel")

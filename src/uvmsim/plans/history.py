@@ -152,9 +152,10 @@ class History:
             if i < 0:
                 raise IndexError(f"{what}: kernel {i - self._k} is before the first kernel")
         if i >= self._k and not (future_ok and self._future and i < self._src.n_kernels):
+            seen = f"kernels 0..{self._k - 1}" if self._k else "no kernel yet"
             raise FutureAccessError(
                 f"{what}({i}): kernel {i} has not run yet; before kernel {self._k} launches "
-                f"a predictor sees kernels 0..{self._k - 1}" +
+                f"a predictor sees {seen}" +
                 (" (the pages of later kernels only when it declares sees_future and the "
                  "build allows it)" if future_ok else ""))
         return i
