@@ -84,7 +84,9 @@ class Layout:
         bl = np.searchsorted(self.keys, kl)
         if self.whole[s_alloc].all():
             return np.ones(s_alloc.size, np.bool_), bf, bl
-        cap = max(self.keys.size - 1, 0)
+        if self.keys.size == 0:       # no block of the trace has state: none is reached
+            return np.zeros(s_alloc.size, np.bool_), bf, bl
+        cap = self.keys.size - 1
         ok = (bl < self.keys.size) & (self.keys[np.minimum(bf, cap)] == kf) & \
             (self.keys[np.minimum(bl, cap)] == kl) & (bl - bf == kl - kf)
         return ok, bf, bl
