@@ -301,13 +301,19 @@ def test_plans_round_trip_through_arrow(tmp_path_factory, table, meta):
     d = tmp_path_factory.mktemp("p")
     p = plans.from_table(table, meta=meta)
     q = plans.load(p.save(d / "p.parquet"))
+    a = plans.load(p.save(d / "p.arrow"))
+    with open(d / "p.arrow", "rb") as f:      # an Arrow IPC file, not Parquet
+        assert f.read(6) == b"ARROW1"
+    # written by another tool, without the provenance
     feather.write_feather(pa.Table.from_pandas(p.table, preserve_index=False), d / "p.feather")
     r = plans.load(d / "p.feather")
-    for x in (q, r):
+    for x in (q, a, r):
         for f in ("kernel_id", "page", "n_pages", "to", "order"):
             assert np.array_equal(getattr(p, f), getattr(x, f)), f
-    assert q.meta == p.meta and q.content_id == p.content_id
-    assert q.table.equals(p.table)
+    for x in (q, a):
+        assert x.meta == p.meta and x.content_id == p.content_id
+        assert x.table.equals(p.table)
+    assert r.meta == {}
 
 
 @pytest.mark.parametrize("change,column,row,msg", [
@@ -557,3 +563,20 @@ def test_a_plan_made_directly_is_checked_too():
         with pytest.raises(PlanError) as e:
             plans.Plan(**{**ok, **change})
         assert (e.value.column, e.value.row) == (column, row)
+
+
+def test_repeat_allocates_freed_buffers_again_in_each_run(tmp_path):
+    from uvmsim.trace.repeat import repeat
+    b = TraceBuilder()
+    w = b.alloc(2 * MiB)                    # lives to the end: allocated once
+    t = b.alloc(2 * MiB)                    # a temporary: allocated and freed every run
+    b.kernel("fwd", reads=b.pages(w, 0, 4), writes=b.pages(t, 0, 8))
+    b.free(t)
+    path = b.write(tmp_path / "p.uvmtrace")
+    r = repeat(path, 3)
+    ev = r.events
+    assert (ev["op"] == "alloc").sum() == 1 + 3 and (ev["op"] == "free").sum() == 3
+    assert len(r.allocations) == 1 + 3 and r.n_kernels == 3
+    k = uvmsim.simulate(r).kernels
+    # the weights stay resident; the freed temporary is zero-filled again in every run
+    assert k["faults"].tolist() == [12, 8, 8]

@@ -1,6 +1,7 @@
 """A prefetch plan: before each kernel launch, page ranges to move to the GPU or back to the
-host, applied in a given order. Saved and loaded as one Parquet file (docs/semantics.md,
-"Prefetch plans", has the rule that replays it).
+host, applied in a given order. Saved and loaded as one Arrow file: Parquet, or Arrow IPC
+(Feather v2) for names ending in .arrow, .feather or .ipc (docs/semantics.md, "Prefetch
+plans", has the rule that replays it).
 
 Columns (one row per entry):
 
@@ -37,6 +38,8 @@ META_KEY = b"uvmplan"
 # pages at or above this are beyond every address a trace may hold (uvmtrace stops at 2**62)
 PAGE_LIMIT = 1 << 50
 TO_CODE = {"gpu": ARG_GPU, "cpu": ARG_CPU}
+# file names saved and read as Arrow IPC (Feather v2); any other name is Parquet
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
 TO_NAME = {ARG_GPU: "gpu", ARG_CPU: "cpu"}
 
 # (column, arrow type): what save writes and load casts to
@@ -139,7 +142,9 @@ class Plan:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-        """Write the plan as one Parquet file (written to a temporary name, then renamed)."""
+        """Write the plan as one file, written to a temporary name, then renamed: Arrow IPC
+        (Feather v2) when the name ends in .arrow, .feather or .ipc, else Parquet. Both keep
+        the columns and the provenance; `load` reads either."""
         p = Path(path)
         if p.exists() and not overwrite:
             raise FileExistsError(f"{p} exists (pass overwrite=True to replace it)")
@@ -153,7 +158,12 @@ class Plan:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
         try:
-            pq.write_table(pa.Table.from_arrays(cols, schema=schema), tmp, compression="zstd")
+            table = pa.Table.from_arrays(cols, schema=schema)
+            if p.suffix in ARROW_SUFFIXES:
+                import pyarrow.feather as feather
+                feather.write_feather(table, tmp, compression="zstd")
+            else:
+                pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, p)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -252,7 +262,7 @@ def load(path: str | os.PathLike) -> Plan:
     if p.is_dir():
         raise PlanError("is a directory; a plan is one file", file=str(p))
     try:
-        if p.suffix in (".feather", ".arrow", ".ipc"):
+        if p.suffix in ARROW_SUFFIXES:
             import pyarrow.feather as feather
             table = feather.read_table(p)
         else:
