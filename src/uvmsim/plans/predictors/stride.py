@@ -10,8 +10,6 @@ the last launch's.
 """
 from __future__ import annotations
 
-import numpy as np
-
 
 class Stride:
     name = "stride"
