@@ -221,7 +221,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     """
     trace = _as_trace(trace)
     if plan is not None:
-        from .plans.apply import as_plan, with_plan
+        from .trace.plan_apply import as_plan, with_plan
         plan = as_plan(plan)
         trace = with_plan(trace, plan)
     m = get_model(model, **overrides)

@@ -14,11 +14,11 @@ plans"; docs/policies.md, "Plans").
     uvmsim.simulate(trace, oversub=2.0, plan=plan)
 """
 from . import predictors
-from .apply import tables_with_plan, with_plan
+from ..trace.plan_apply import tables_with_plan, with_plan
 from .build import Prefetch, build
 from .compare import compare
 from .history import FutureAccessError, History, NoFeedbackError
-from .plan import Plan, PlanError, empty, from_table, load
+from ..trace.plan import Plan, PlanError, empty, from_table, load
 
 __all__ = ["FutureAccessError", "History", "NoFeedbackError", "Plan", "PlanError", "Prefetch",
            "build", "compare", "empty", "from_table", "load", "predictors", "tables_with_plan", "with_plan"]

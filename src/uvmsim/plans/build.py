@@ -33,9 +33,9 @@ from ..engine.state import engine_trace
 from ..errors import ConfigError
 from ..trace.format import ARG_CPU, ARG_GPU, OP_ALLOC, OP_FREE, OP_PREFETCH
 from ..trace.model import Trace
-from .apply import Layout, clip_all, drop_untouched, layout
+from ..trace.plan_apply import Layout, clip_all, drop_untouched, layout
 from .history import History, _Source
-from .plan import PAGE_LIMIT, Plan
+from ..trace.plan import PAGE_LIMIT, Plan
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..simulate import _as_trace, simulate
 from .build import build
-from .plan import TO_CODE
+from ..trace.plan import TO_CODE
 
 
 def compare(traces: Mapping[str, Any], predictors: Mapping[str, Callable[[], Any]], *,
@@ -50,7 +50,7 @@ def compare(traces: Mapping[str, Any], predictors: Mapping[str, Callable[[], Any
 def precision(trace, plan) -> float:
     """The share of a plan's pages to the GPU that the kernel they precede touches (NaN
     for a plan with none): how often the predictor was right, whatever it cost."""
-    from .apply import layout
+    from ..trace.plan_apply import layout
     from .history import _Source
     src = _Source(trace, layout(trace), 1)
     rank = layout(trace).ranks(plan.kernel_id, plan.source)

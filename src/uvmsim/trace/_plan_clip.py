@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..trace.format import OP_ALLOC, OP_FREE
+from .format import OP_ALLOC, OP_FREE
 
 
 class Allocs:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
-from ..trace.format import ARG_CPU, ARG_GPU, PREFETCH_ARGS
+from .format import ARG_CPU, ARG_GPU, PREFETCH_ARGS
 
 FORMAT = "uvmplan"
 VERSION = 1

@@ -1,9 +1,10 @@
 """Turning a plan into the arrays a replay runs on: each entry becomes one `prefetch` event
 placed just before its kernel's event, clipped to the allocations live there by the loader's
 rule for range events (`walk_events`, src/uvmsim/trace/_resolve.py; compiled for plans in
-_clip.py). The fast engine and the reference model then replay a plan as they replay any
+_plan_clip.py). The fast engine and the reference model then replay a plan as they replay any
 trace: nothing in the compiled hot loop knows about plans (docs/semantics.md, "Prefetch
-plans").
+plans"). It lives in the trace layer, below `simulate` (which applies a plan in `prepare`)
+and below `uvmsim.plans` (which builds plans and replays them), so imports run one way.
 
 A plan may reach 2 MiB blocks that no access row or range event of the trace reaches, which
 have no engine state; those blocks are numbered in, in the loader's order (`_dense_maps`,
@@ -19,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace.format import OP_PREFETCH
-from ..trace.io import _dense_maps
-from ..trace.model import Trace
-from . import _clip
+from .format import OP_PREFETCH
+from .io import _dense_maps
+from .model import Trace
+from . import _plan_clip as _clip
 from .plan import TO_CODE, Plan, PlanError
 
 TO_GPU = TO_CODE["gpu"]
@@ -303,7 +304,7 @@ def tables_with_plan(path, plan: Any) -> dict:
     import pyarrow.parquet as pq
     from pathlib import Path
 
-    from ..trace.format import ACCESSES, ALLOCATIONS, EVENTS, KERNELS
+    from .format import ACCESSES, ALLOCATIONS, EVENTS, KERNELS
     plan = as_plan(plan)
     d = Path(path)
     t = {f: pq.read_table(d / f).to_pandas() for f in (ALLOCATIONS, EVENTS, KERNELS, ACCESSES)}
