@@ -229,8 +229,9 @@ def _flags(command: str) -> set[str]:
 
 def test_every_setting_has_a_cli_flag():
     """Each field of Scenario and Model has a flag in `uvmsim replay` (the tenant
-    components in `uvmsim multi`), is set through another field's flag, or is no setting;
-    a new field without one fails here."""
+    components in `uvmsim multi`; a setting of one trace alone, the plan, not there), is
+    set through another field's flag, or is no setting; a new field without one fails
+    here."""
     replay, multi, sweep = _flags("replay"), _flags("multi"), _flags("sweep")
     seen = set()
     for cls in (Scenario, Model):
@@ -239,7 +240,7 @@ def test_every_setting_has_a_cli_flag():
             assert m is not None, f"{cls.__name__}.{f.name} has no cli metadata"
             if "flag" in m:
                 assert m["flag"] in (multi if m.get("tenants") else replay), m["flag"]
-                assert m["flag"] in multi
+                assert (m["flag"] not in multi) if m.get("alone") else (m["flag"] in multi)
                 seen.add(m["flag"])
             elif "via" in m:
                 target = m["via"]
@@ -248,11 +249,14 @@ def test_every_setting_has_a_cli_flag():
             else:
                 assert m["none"], f.name
     assert {"--access-counter-penalty", "--remote-access-ns", "--capacity-chunks",
-            "--seed"} <= seen
+            "--seed", "--plan"} <= seen
     assert set(OPTION_NAMES) <= {f.name for f in dataclasses.fields(Model)}
     # sweep: the same settings, its grid axes as lists, and a file of scenarios
     assert {"--remote-access-ns", "--seed", "--thrashing", "--models", "--scenarios",
-            "--scenario"} <= sweep
+            "--scenario", "--plan"} <= sweep
+    # uvmsim plan: the settings of the replay that builds the plan, no plan of its own
+    assert {"--oversub", "--capacity-chunks", "--thrashing", "--seed"} <= _flags("plan")
+    assert "--plan" not in _flags("plan")
 
 
 def _cli_scenario(*argv: str) -> Scenario:
@@ -316,3 +320,84 @@ def test_cli_sweep_of_a_scenarios_file(tmp_path):
     with contextlib.redirect_stderr(io.StringIO()) as err:
         assert main(argv + ["--oversub", "1,2"]) == 2
     assert "--oversub does not go with --scenarios" in err.getvalue()
+
+
+# ---------------------------------------------------------------- the prefetch plan
+@pytest.fixture(scope="module")
+def plan_file(traces, tmp_path_factory):
+    from uvmsim import plans
+    p = plans.build(traces[0], plans.predictors.get("oracle"), allow_future=True,
+                    oversub=2.0, replay=False)
+    assert len(p) > 0
+    return p, p.save(tmp_path_factory.mktemp("plan") / "oracle.parquet")
+
+
+def test_plan_keyword_equals_the_scenario_field(traces, plan_file):
+    """plan= is a shortcut of Scenario(plan=...): a Plan or its file, equal Results, in
+    simulate and the reference model; and the plan reached the replay."""
+    t, (plan, path) = traces[0], plan_file
+    base = uvmsim.simulate(t, oversub=2.0)
+    kw = uvmsim.simulate(t, oversub=2.0, plan=plan)
+    for sc in (Scenario(oversub=2.0, plan=plan), Scenario(oversub=2.0, plan=str(path)),
+               Scenario(oversub=2.0, plan=path)):
+        r = uvmsim.simulate(t, sc)
+        assert r.summary == kw.summary and r.extra == kw.extra
+        assert r.config["plan"] == kw.config["plan"] == plan.summary()
+    assert kw.summary != base.summary        # the oracle's prefetches changed the counts
+    assert "plan" not in base.config
+    ref = uvmsim.reference.simulate(t, Scenario(oversub=2.0, plan=str(path)))
+    assert ref.summary == uvmsim.reference.simulate(t, oversub=2.0, plan=plan).summary \
+        == kw.summary
+
+
+def test_plan_in_the_dict_a_path_or_a_content_id(plan_file, tmp_path):
+    plan, path = plan_file
+    by_path = Scenario(plan=path)
+    assert by_path.plan == str(path) and by_path == Scenario(plan=str(path))
+    assert by_path.to_dict()["plan"] == str(path)
+    assert Scenario.from_json(by_path.to_json()) == by_path
+    assert by_path.plan_id() == plan.content_id == Scenario(plan=plan).plan_id()
+    d = Scenario(plan=plan).to_dict()
+    assert d["plan"] == {"id": plan.content_id, "name": plan.name, "entries": len(plan)}
+    with pytest.raises(ConfigError, match="Scenario.plan: .* save the plan"):
+        Scenario.from_dict(d)
+    with pytest.raises(ConfigError, match="Scenario.plan: must be a uvmsim.plans.Plan"):
+        Scenario(plan=3)
+    with pytest.raises(ConfigError, match="Scenario.plan: empty path"):
+        Scenario(plan="")
+    with pytest.raises(FileNotFoundError, match="no such plan file"):
+        uvmsim.simulate(synth.make("sequential", footprint_bytes=4 << 20, kernels=2),
+                        plan=tmp_path / "absent.parquet")
+
+
+def test_a_plan_is_for_one_trace(traces, plan_file):
+    with pytest.raises(ConfigError, match="a prefetch plan is for one trace alone"):
+        uvmsim.simulate_multi(list(traces), plan=plan_file[0])
+
+
+def test_cli_plan_flag_reaches_the_scenario(plan_file):
+    path = str(plan_file[1])
+    assert _cli_scenario("--plan", path) == Scenario(plan=path)
+
+
+def test_sweep_keys_a_plan_by_its_content(traces, plan_file, tmp_path):
+    """A plan file rewritten with other content gives other cell ids (the cells replay
+    again); the same content under another name the same ids."""
+    from uvmsim import plans
+    from uvmsim.sweep import cell_id
+    plan, path = plan_file
+    sc = Scenario(oversub=2.0, plan=str(path))
+    same = tmp_path / "copy.parquet"
+    plan.save(same)
+    assert cell_id("t", sc, None) == cell_id("t", Scenario(oversub=2.0, plan=plan), None) \
+        == cell_id("t", sc.replace(plan=str(same)), None)
+    assert cell_id("t", sc, None) != cell_id("t", Scenario(oversub=2.0), None)
+    other = plans.empty({"predictor": "nothing"})
+    moved = tmp_path / "moved.parquet"
+    other.save(moved)
+    ids = {cell_id("t", Scenario(oversub=2.0, plan=str(moved)), None)}
+    other2 = plans.build(traces[0], plans.predictors.get("stride"), oversub=2.0,
+                         replay=False)
+    other2.save(moved, overwrite=True)
+    ids.add(cell_id("t", Scenario(oversub=2.0, plan=str(moved)), None))
+    assert len(ids) == 2

@@ -16,6 +16,9 @@ ALLOWED = {
     # compiled (Numba) loops: their arguments are the arrays they index, passed flat
     ("trace/_streams.py", "check_rows"): "compiled row check",
     ("engine/parts/program.py", "replay_clocked"): "compiled engine entry point",
+    ("trace/_plan_clip.py", "_clip_range"): "compiled plan clipping",
+    ("trace/_plan_clip.py", "clip_live"): "compiled plan clipping",
+    ("trace/_plan_clip.py", "clip_plan"): "compiled plan clipping",
     # user-facing calls whose keywords are each one documented option of one action
     ("trace/builder.py", "kernel"): "TraceBuilder.kernel: a kernel's keyword fields",
     ("record/command.py", "record"): "uvmsim record's keyword options",

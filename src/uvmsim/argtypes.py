@@ -1,22 +1,35 @@
-"""Command-line value types shared by `uvmsim` (cli.py) and `uvmsim run` (groundtruth.py).
+"""Command-line value types and the parser class shared by `uvmsim` (cli.py), `uvmsim run`
+(groundtruth.py) and `uvmsim record` (record/command.py), which import them from here, not
+from cli.py (that imports them: a cycle).
 
-Each turns a flag's text into a value or raises argparse.ArgumentTypeError (argparse then
-names the flag); `kv` and `switch` read repeatable NAME=VALUE flags and raise UserError.
+Each type turns a flag's text into a value or raises argparse.ArgumentTypeError (argparse
+then names the flag); `kv` and `switch` read repeatable NAME=VALUE flags and raise UserError.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Any, Sequence
 
 from .errors import UserError
 
-__all__ = ["floats", "kv", "names", "nonnegative_float", "parse_bytes", "positive_float",
-           "positive_int", "switch", "whole"]
+__all__ = ["Parser", "factors", "kv", "names", "nonnegative_float", "parse_bytes", "path",
+           "positive_float", "positive_int", "switch", "whole"]
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
           "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
           "tb": 10**12, "tib": 1 << 40}
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, like every other error of the command
+    (src/uvmsim/errors.py): ``uvmsim COMMAND: error: MESSAGE`` and a pointer to --help, exit
+    status 2, instead of the usage block first. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see "
+                     f"`{self.prog} --help`)\n")
 
 
 def parse_bytes(text: str) -> int:
@@ -27,15 +40,10 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def floats(text: str) -> list[float]:
-    """'1,1.5,2' -> [1.0, 1.5, 2.0]."""
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
+def factors(text: str) -> list[float]:
+    """Comma-separated oversubscription factors, each a finite number > 0: '1,1.5,2' ->
+    [1.0, 1.5, 2.0]."""
+    return [positive_float(x) for x in names(text)]
 
 
 def names(text: str) -> list[str]:
@@ -70,8 +78,8 @@ def _number(text: str) -> float:
 
 def positive_float(text: str) -> float:
     v = _number(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not 0 < v < math.inf:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be > 0 and finite, got {text}")
     return v
 
 
@@ -80,6 +88,13 @@ def nonnegative_float(text: str) -> float:
     if not v >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return v
+
+
+def path(text: str) -> str:
+    """A file or folder argument: an empty one would be ignored (`-o ""`), so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    return text
 
 
 def kv(items: Sequence[str] | None) -> dict[str, float]:

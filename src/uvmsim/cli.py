@@ -1,4 +1,4 @@
-"""The `uvmsim` command line: replay, sweep, multi, info, synth, record, run, policies,
+"""The `uvmsim` command line: replay, sweep, multi, plan, info, synth, record, run, policies,
 hardware, models.
 
 User errors (bad arguments, malformed traces, missing or unreadable paths, not enough
@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from .argtypes import (floats, kv, names, nonnegative_float, parse_bytes, positive_float,
-                       positive_int, switch, whole)
+from .argtypes import (Parser, factors, kv, names, nonnegative_float, parse_bytes, path,
+                       positive_float, positive_int, switch, whole)
 from .errors import UserError, run_command
 
 #: how each kind of setting (uvmsim.config.setting) is read from the command line
@@ -28,6 +30,7 @@ _SETTING_KINDS: dict[str, dict[str, Any]] = {
     "float+": {"type": positive_float},
     "float0+": {"type": nonnegative_float},
     "bytes": {"type": parse_bytes},
+    "path": {"type": path},
     "params": {"action": "append", "metavar": "NAME=VALUE"},
     "switch": {"action": "append", "nargs": "?", "const": "on", "metavar": "NAME=VALUE"},
 }
@@ -38,12 +41,12 @@ _SWEEP_OWN = ("model", "oversub", "capacity_bytes", "capacity_chunks", "prefetch
 
 def setting_fields(*, tenants: bool) -> list[dataclasses.Field]:
     """The fields that are command-line settings, in the order of their flags: the
-    Scenario's (its tenant components only with `tenants`), then the Model's that a
-    scenario's options override."""
+    Scenario's (its tenant components only with `tenants`, its settings of one trace alone
+    only without), then the Model's that a scenario's options override."""
     from .config import OPTION_NAMES, Model
     from .scenario import Scenario
     out = [f for f in dataclasses.fields(Scenario) if "flag" in f.metadata["cli"]
-           and (tenants or not f.metadata["cli"].get("tenants"))]
+           and not f.metadata["cli"].get("alone" if tenants else "tenants")]
     return out + [f for f in dataclasses.fields(Model)
                   if f.name in OPTION_NAMES and "flag" in f.metadata["cli"]]
 
@@ -75,7 +78,7 @@ def _settings(a: argparse.Namespace) -> dict[str, Any]:
     """The settings given on the command line, as Scenario.replace takes them (only the
     command's own: `_add_settings` names them)."""
     out: dict[str, Any] = {}
-    for f in setting_fields(tenants=True):
+    for f in {f.name: f for t in (False, True) for f in setting_fields(tenants=t)}.values():
         if f.name not in a._settings or not hasattr(a, f.name):
             continue
         v = getattr(a, f.name)
@@ -119,8 +122,8 @@ def _add_trace_args(p: argparse.ArgumentParser, *, stream: bool = True) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    ap = argparse.ArgumentParser(prog="uvmsim", description="Replay GPU memory traces under "
-                                 "CUDA Unified Memory oversubscription.")
+    ap = Parser(prog="uvmsim", description="Replay GPU memory traces under CUDA Unified "
+                                           "Memory oversubscription.")
     ap.add_argument("--version", action="version", version=f"uvmsim {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -131,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_args(p)
     p.add_argument("--json", action="store_true",
                    help="print the summary as one JSON object on stdout, nothing else")
-    p.add_argument("--kernels-out", metavar="FILE",
+    p.add_argument("--kernels-out", metavar="FILE", type=path,
                    help="also write the per-kernel table (.parquet or .csv)")
 
     p = sub.add_parser("sweep", help="replay traces over scenarios (a grid of models, "
@@ -142,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sweep these scenarios (a JSON list of uvmsim.Scenario.to_dict; "
                         "inline JSON works too) instead of the grid below; the other "
                         "settings change every one")
-    p.add_argument("--oversub", type=floats, default=argparse.SUPPRESS,
+    p.add_argument("--oversub", type=factors, default=argparse.SUPPRESS,
                    help="comma-separated factors (default: 1,1.25,1.5,2,2.5,3)")
     p.add_argument("--prefetch", type=names, default=argparse.SUPPRESS,
                    help="comma-separated prefetch policies (default: none,64k,2m,density)")
@@ -154,14 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "models`)")
     _add_settings(p, tenants=False, skip=_SWEEP_OWN)
     _add_trace_args(p, stream=False)
-    p.add_argument("--dataset", metavar="DIR",
+    p.add_argument("--dataset", metavar="DIR", type=path,
                    help="write each finished cell to DIR/cell-<id>.parquet as it finishes; "
                         "cells already there are read back, not replayed (resume)")
     p.add_argument("--segment", metavar="NAME",
                    help="kernel-name substring marking iterations (e.g. spin_kernel): adds "
                         "iter_* columns for the kernels after its last occurrence")
-    p.add_argument("-o", "--out", metavar="FILE", help="write the table (.parquet or .csv)")
-    p.add_argument("--plot", metavar="PNG", help="write a plot of the sweep")
+    p.add_argument("-o", "--out", metavar="FILE", type=path,
+                   help="write the table (.parquet or .csv)")
+    p.add_argument("--plot", metavar="PNG", type=path, help="write a plot of the sweep")
     p.add_argument("--jobs", type=positive_int, help="worker processes (default: CPUs)")
     p.add_argument("--executor", "--backend", dest="executor",
                    choices=["process", "dask", "serial"], default="process",
@@ -180,7 +184,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_args(p, stream=False)
     p.add_argument("--json", action="store_true",
                    help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
-    p.add_argument("-o", "--out", metavar="FILE", help="write the tenant table (.parquet or .csv)")
+    p.add_argument("-o", "--out", metavar="FILE", type=path,
+                   help="write the tenant table (.parquet or .csv)")
+
+    p = sub.add_parser("plan", help="build a prefetch plan: call a predictor before each "
+                                    "kernel, write the plan file (docs/policies.md, Plans)")
+    p.add_argument("trace", help="a .uvmtrace directory")
+    p.add_argument("--predictor", required=True,
+                   help="oracle, correlation, stride, or package.module:object")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="predictor parameter, e.g. lookahead=2 (repeatable)")
+    p.add_argument("--allow-future", action="store_true",
+                   help="let a predictor that sees the future (the oracle) build its plan")
+    # the scenario of the replay that gives the predictor feedback (and Plan.result);
+    # --plan is no setting here: build makes the plan
+    _add_settings(p, tenants=False, skip=("plan",))
+    _add_trace_args(p, stream=False)
+    p.add_argument("-o", "--out", required=True, metavar="FILE.parquet", type=path,
+                   help="the plan file to write")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the plan's summary and the build replay's summary as JSON")
 
     p = sub.add_parser("info", help="describe a trace")
     p.add_argument("trace")
@@ -190,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .trace.synth import GENERATORS
     p = sub.add_parser("synth", help="write a synthetic trace")
     p.add_argument("kind", choices=sorted(GENERATORS))
-    p.add_argument("-o", "--out", required=True, metavar="OUT.uvmtrace")
+    p.add_argument("-o", "--out", required=True, metavar="OUT.uvmtrace", type=path)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--footprint", type=parse_bytes, metavar="BYTES",
                    help="buffer size (sequential, strided, random, zipf)")
@@ -233,21 +257,59 @@ def _fmt_table(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _write_table(df, path: str) -> None:
-    p = Path(path)
+def _check_writable(where_to: str, what: str, suffixes: Sequence[str] = (), *,
+                    folder: bool = False) -> None:
+    """Fail now, before any replay, if `where_to` cannot be written: a wrong suffix, a
+    folder in a file's place, a parent that cannot be made, or a parent where no file can
+    be created (with `folder`, `where_to` is a folder to write files into)."""
+    p = Path(where_to)
+    if suffixes and p.suffix not in suffixes:
+        names = (" or ".join(suffixes) if len(suffixes) < 3
+                 else "one of " + ", ".join(suffixes))
+        raise UserError(f"{what} {where_to}: must end in {names}")
+    if p.is_dir() and not folder:
+        raise UserError(f"{what} {where_to}: is a directory")
+    where = p if folder else p.parent
+    up = where
+    while not up.exists() and up != up.parent:
+        up = up.parent
+    if not up.is_dir():
+        raise UserError(f"{what} {where_to}: {up} is a file, not a folder")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".uvmsim-probe-"):
+            pass
+        if p.exists() and not os.access(p, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise UserError(f"{what} {where_to}: cannot write there ({e.strerror or e})") from None
+
+
+TABLE_SUFFIXES = (".parquet", ".csv")
+
+
+def _write_table(df, out: str) -> None:
+    p = Path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix == ".csv":
         df.to_csv(p, index=False)
     elif p.suffix == ".parquet":
         df.to_parquet(p, index=False)
     else:
-        raise UserError(f"{path}: table output must end in .parquet or .csv")
+        raise UserError(f"{out}: table output must end in .parquet or .csv")
+
+
+def _plot_suffixes() -> tuple[str, ...]:
+    from matplotlib.backend_bases import FigureCanvasBase
+    return tuple(f".{k}" for k in FigureCanvasBase.get_supported_filetypes())
 
 
 def cmd_replay(a: argparse.Namespace) -> int:
     from .simulate import simulate
     from .trace import load_trace
     sc = _scenario(a)
+    if a.kernels_out:
+        _check_writable(a.kernels_out, "--kernels-out", TABLE_SUFFIXES)
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, stream=a.stream)
     r = simulate(tr, sc)
     if a.kernels_out:
@@ -256,7 +318,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(json.dumps(r.summary))
         return 0
     print(f"{a.trace}: model={r.config['model']} prefetch={r.config['prefetch']} "
-          f"evict={r.config['evict']} hardware={r.config['hardware']}")
+          f"evict={r.config['evict']} hardware={r.config['hardware']}" +
+          (f" plan={sc.plan}" if isinstance(sc.plan, str) else ""))
     extra = [(k, v) for k, v in r.extra.items() if v]
     print(_fmt_table(list(r.summary.items()) + extra))
     if tr.dropped_rows:
@@ -286,13 +349,18 @@ def _sweep_scenarios(a: argparse.Namespace) -> list:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    import pandas as pd
-
     from .sweep import sweep
     from .trace import load_trace
     if a.scheduler and a.executor != "dask":
         raise UserError("--scheduler needs --executor dask")
     scenarios = _sweep_scenarios(a)
+    # everything that can fail before the replays: the outputs, then the traces
+    if a.out:
+        _check_writable(a.out, "-o", TABLE_SUFFIXES)
+    if a.plot:
+        _check_writable(a.plot, "--plot", _plot_suffixes())
+    if a.dataset:
+        _check_writable(a.dataset, "--dataset", folder=True)
     for t in a.trace:
         load_trace(t, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
     traces = {Path(t).name.removesuffix(".uvmtrace"): t for t in a.trace}
@@ -301,15 +369,35 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     df = sweep(traces, scenarios, jobs=a.jobs, executor=a.executor, scheduler=a.scheduler,
                out=a.dataset, segment=a.segment, progress=not (a.no_progress or a.json),
                drop_out_of_range=a.drop_out_of_range)
-    if a.out:
-        _write_table(df, a.out)
-    if a.plot:
-        from .plot import plot_sweep
-        Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_sweep(df, title=", ".join(Path(t).name for t in a.trace), path=a.plot)
+    # the table is printed before anything is written: a write that fails after the checks
+    # above (a full disk) must not lose the results
     if a.json:
-        print(df.to_json(orient="records"))
-        return 0
+        print(df.to_json(orient="records"), flush=True)
+    else:
+        _print_sweep(df)
+        if a.dataset:
+            print(f"dataset: {a.dataset} ({df.attrs['computed']} cells computed, "
+                  f"{df.attrs['reused']} reused)")
+    done = []
+    try:
+        if a.out:
+            _write_table(df, a.out)
+            done.append(f"table: {a.out}")
+        if a.plot:
+            from .plot import plot_sweep
+            plot_sweep(df, title=", ".join(Path(t).name for t in a.trace), path=a.plot)
+            done.append(f"plot: {a.plot}")
+    except (OSError, UserError) as e:
+        where = "above" if not a.json else "on stdout"
+        raise UserError(f"{e} (the table is printed {where})") from None
+    finally:
+        if not a.json and done:
+            print("\n".join(done))
+    return 0
+
+
+def _print_sweep(df) -> None:
+    import pandas as pd
     cols = ["trace", "model", "prefetch", "evict", "oversub", "capacity_chunks", "faults",
             "fault_batches", "htod_bytes", "evicted_chunks", "dtoh_bytes_evict",
             "sim_time_ns", "slowdown"]
@@ -323,15 +411,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     show["sim_ms"] = show.pop("sim_time_ns") / 1e6
     with pd.option_context("display.max_rows", 500, "display.width", 160,
                            "display.float_format", "{:,.2f}".format):
-        print(show.to_string(index=False))
-    if a.dataset:
-        print(f"dataset: {a.dataset} ({df.attrs['computed']} cells computed, "
-              f"{df.attrs['reused']} reused)")
-    if a.out:
-        print(f"table: {a.out}")
-    if a.plot:
-        print(f"plot: {a.plot}")
-    return 0
+        print(show.to_string(index=False), flush=True)
 
 
 def cmd_multi(a: argparse.Namespace) -> int:
@@ -340,6 +420,8 @@ def cmd_multi(a: argparse.Namespace) -> int:
     from .multi import simulate_multi
     from .trace import load_trace
     sc = _scenario(a)
+    if a.out:
+        _check_writable(a.out, "-o", TABLE_SUFFIXES)
     ts = [load_trace(t, drop_out_of_range=a.drop_out_of_range) for t in a.traces]
     mr = simulate_multi(ts, sc)
     if a.out:
@@ -360,6 +442,27 @@ def cmd_multi(a: argparse.Namespace) -> int:
     print("system: " + "  ".join(f"{k.upper()}={v:.4f}" for k, v in mr.system.items()))
     if a.out:
         print(f"table: {a.out}")
+    return 0
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from .plans import build, predictors
+    from .trace import load_trace
+    params: dict[str, Any] = {k: int(v) if float(v).is_integer() else v
+                              for k, v in kv(a.param).items()}
+    pred = predictors.get(a.predictor, params)
+    sc = _scenario(a)
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    plan = build(tr, pred, allow_future=a.allow_future, scenario=sc)
+    saved = plan.save(a.out, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps({"plan": plan.summary(), "build_s": plan.build_s,
+                          "replay": plan.result.summary if plan.result else None}))
+        return 0
+    print(f"{saved}: {plan!r}")
+    print(f"built in {plan.build_s:.2f} s")
+    if plan.result is not None:
+        print(_fmt_table(list(plan.result.summary.items())))
     return 0
 
 
@@ -399,8 +502,9 @@ def cmd_synth(a: argparse.Namespace) -> int:
     if bad:
         raise UserError(f"'{a.kind}' takes no parameter {bad[0]!r}; it takes "
                         f"{', '.join(allowed)}")
-    path = synth.write(a.kind, a.out, overwrite=a.overwrite, **kw)
-    print(path)
+    if Path(a.out).exists() and not a.overwrite:
+        raise UserError(f"{a.out} exists (use --overwrite to replace it)")
+    print(synth.write(a.kind, a.out, overwrite=a.overwrite, **kw))
     return 0
 
 
@@ -471,7 +575,8 @@ def cmd_record(a: argparse.Namespace) -> int:
     return int(a._record.run_from_args(a))
 
 
-COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info": cmd_info, "synth": cmd_synth,
+COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "plan": cmd_plan,
+            "info": cmd_info, "synth": cmd_synth,
             "policies": cmd_policies, "hardware": cmd_hardware, "models": cmd_models,
             "record": cmd_record, "run": cmd_run}
 

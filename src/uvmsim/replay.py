@@ -2,7 +2,8 @@
 
 `prepare` is the one path every replay takes, alone (`uvmsim.simulate`), as tenants of one
 GPU (`uvmsim.simulate_multi`) or in the reference model (`uvmsim.reference`): it resolves
-the scenario (model, policies, components, translation, capacity), lays the traces' engine
+the scenario (model, policies, components, translation, capacity), applies a prefetch plan
+to the trace's events (the one place a plan enters a replay: uvmsim.trace.plan_apply), lays the traces' engine
 arrays side by side (one trace: its own arrays; several: `merge_traces`), sizes the chunk
 pool (`chunk_pool`) and builds the policies', components' and engine's state. `Prepared`
 then runs on the compiled engine (`run_engine`) or the SimPy reference
@@ -31,6 +32,7 @@ from .policies.base import PolicyContext, empty_state
 from .results import Result, make_result
 from .scenario import Scenario, as_scenario
 from .trace import Trace, TraceArrays, load_trace
+from .trace.plan_apply import as_plan, with_plan
 
 __all__ = ["Merged", "Prepared", "as_trace", "block_service_rank", "block_vbase",
            "check_model_trace", "chunk_pool", "merge_traces", "model_options", "prepare"]
@@ -297,13 +299,20 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     trace(s) and build everything a replay starts from.
 
     One trace replays alone; a list replays its traces as tenants of one GPU (a list of one:
-    a mix of one tenant), their capacity taken over the sum of their peak blocks.
+    a mix of one tenant), their capacity taken over the sum of their peak blocks. A plan
+    (`Scenario.plan`) is for one trace alone.
     """
     sc = as_scenario(scenario, settings)
     many = isinstance(traces, (list, tuple))
     ts = [as_trace(t) for t in (traces if many else [traces])]
     if not ts:
         raise ConfigError("no trace to replay")
+    plan = as_plan(sc.plan)
+    if plan is not None:
+        if many:
+            raise ConfigError("Scenario.plan: a prefetch plan is for one trace alone, not "
+                              "tenants (its kernel ids are one trace's)")
+        ts[0] = with_plan(ts[0], plan)
     m = sc.resolved_model()
     pf, ev, pf_params, ev_params = sc.policies()
     wk, sch, mem = sc.components()
@@ -349,6 +358,8 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
               "scenario": sc.to_dict()}
     if streamed:
         config["stream"] = True
+    if plan is not None:
+        config["plan"] = plan.summary()
     return Prepared(ts, sc, m, mix, pf, ev, pst, est, (wk, sch, mem), wctx, wst, sst, cap, tr,
                     opts, S, config, lazy)
 

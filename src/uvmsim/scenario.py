@@ -15,15 +15,16 @@ thrashing, hardware, ...) collected into `options`.
 
 Each field's metadata says how the command line gives it (uvmsim.config.setting), so
 `uvmsim replay`, `sweep` and `multi` offer every setting: a new field needs its flag, and
-tests/test_scenario.py fails until it has one. That is also where a later setting (such as a
-prefetch plan) goes: one field here, with its metadata, its check in `__post_init__` and its
-entry in `to_dict`/`from_dict`.
+tests/test_scenario.py fails until it has one. That is also where a later setting goes: one
+field here, with its metadata, its check in `__post_init__` and its entry in
+`to_dict`/`from_dict` (as `plan` has).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -57,7 +58,9 @@ class Scenario:
     their parameters. `translation`: None (off), True (the defaults), a dict of
     uvmsim.config.Translation fields or a Translation. `walkers`, `scheduler`, `memory`: the
     tenant components of `simulate_multi` (uvmsim.components). `seed`: seeds the policies
-    that draw random numbers.
+    that draw random numbers. `plan`: None, a uvmsim.plans.Plan or the path of a plan file
+    (read when the replay is prepared), whose entries run as prefetch events before their
+    kernels (docs/semantics.md, "Prefetch plans"); a plan is for one trace, not tenants.
 
     Mappings are kept as sorted tuples of (name, value) pairs, as Model.thrashing_params is,
     so that a Scenario is hashable; `to_dict` gives them back as dicts.
@@ -90,6 +93,10 @@ class Scenario:
         "--translation", "switch", "model the TLB and page-table walkers; bare for the "
         "defaults, or NAME=VALUE of uvmsim.Translation (tlb_entries, page_size, walkers, "
         "walk_ns, ways), repeatable"))
+    plan: Any = field(default=None, metadata=setting(
+        "--plan", "path", "a prefetch plan file (uvmsim plan ... -o FILE): its entries run "
+        "as prefetch events before their kernels (docs/semantics.md)", metavar="FILE",
+        alone=True))
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata=set_via("Model"))
     walkers: Any = field(default="shared", metadata=setting(
         "--walkers", "name", "page-table walker component: shared, partitioned, dws or "
@@ -115,6 +122,7 @@ class Scenario:
         except ConfigError as e:
             raise ConfigError(f"Scenario.translation: {e}") from None
         object.__setattr__(self, "translation", tr)
+        self._check_plan()
         for name in COMPONENT_FIELDS:
             self._check_component(name)
         seed = self.seed
@@ -147,7 +155,7 @@ class Scenario:
         if f is not None:
             if isinstance(f, bool) or not isinstance(f, (int, float, np.number)) \
                     or not math.isfinite(f) or not f > 0:
-                raise ConfigError(f"Scenario.oversub: the factor must be a number > 0, "
+                raise ConfigError(f"Scenario.oversub: the factor must be a finite number > 0, "
                                   f"got {f!r}")
             object.__setattr__(self, "oversub", float(f))
         for k, low in (("capacity_bytes", CHUNK_BYTES), ("capacity_chunks", 1)):
@@ -176,6 +184,33 @@ class Scenario:
         except (ConfigError, TypeError, ValueError) as e:
             raise ConfigError(f"Scenario.{kind}_params: {e}") from None
         object.__setattr__(self, f"{kind}_params", _pairs(given))
+
+    def _check_plan(self) -> None:
+        """A Plan is kept as given; a path as its text (hashable, JSON), read when the replay
+        is prepared (`uvmsim.trace.plan_apply.as_plan`), so a plan file may be written after
+        the scenario is made."""
+        from .trace.plan import Plan
+        p = self.plan
+        if p is None or isinstance(p, Plan):
+            return
+        if isinstance(p, Mapping):
+            raise ConfigError(f"Scenario.plan: {dict(p)!r} is how to_dict records a Plan "
+                              "object (by its content id), not the plan: save the plan "
+                              "(Plan.save) and give its path")
+        if not isinstance(p, (str, os.PathLike)):
+            raise ConfigError(f"Scenario.plan: must be a uvmsim.plans.Plan or the path of a "
+                              f"plan file, got {type(p).__name__}")
+        text = os.fspath(p)
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"Scenario.plan: empty path {p!r}")
+        object.__setattr__(self, "plan", text)
+
+    def plan_id(self) -> str | None:
+        """The content id of the plan (uvmsim.plans.Plan.content_id; a path's file is read):
+        what identifies it in a sweep's cell ids; None without a plan."""
+        from .trace.plan_apply import as_plan
+        p = as_plan(self.plan)
+        return None if p is None else p.content_id
 
     def _check_component(self, name: str) -> None:
         try:
@@ -251,7 +286,10 @@ class Scenario:
 
         A Model, Hardware or Translation becomes the dict of its fields; a policy or
         component given as an object becomes its name (register it, or give it as
-        'module:object', for the dict to name it again).
+        'module:object', for the dict to name it again). A plan given as a path stays that
+        path (`from_dict` reads the file when the replay is prepared); a Plan object becomes
+        {"id": its content id, "name": ..., "entries": ...}, a record of which plan it was
+        that `from_dict` refuses (save the plan and give its path to rebuild the scenario).
         """
         d: dict[str, Any] = {}
         for f in dataclasses.fields(self):
@@ -265,6 +303,8 @@ class Scenario:
                 v = {k: _plain(x) for k, x in v}
             elif f.name in ("prefetch", "evict", *COMPONENT_FIELDS):
                 v = _name(v)
+            elif f.name == "plan" and v is not None and not isinstance(v, str):
+                v = {"id": v.content_id, "name": v.name, "entries": len(v)}
             d[f.name] = v
         return d
 

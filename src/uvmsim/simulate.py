@@ -10,8 +10,8 @@ from .results import Result
 from .scenario import Scenario, as_scenario
 from .trace import Trace
 
-# block_service_rank and block_vbase are used by the stateful eviction tests to build engine
-# state by hand; prepare by benchmarks/_measure.py
+# block_service_rank and block_vbase build engine state by hand (tests/test_multi_tenant.py);
+# prepare is used by benchmarks/_measure.py
 __all__ = ["block_service_rank", "block_vbase", "prepare", "simulate"]
 
 
@@ -24,7 +24,7 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     factor 1, density + lru2m) defines the run. Keyword `settings` build one, or change
     the given one (`Scenario.replace`): the Scenario fields (model, oversub,
     capacity_bytes, capacity_chunks, prefetch, prefetch_params, evict, evict_params,
-    translation, seed) and the model settings (hardware, fault_batch_size, slices,
+    translation, plan, seed) and the model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold,
     access_counter_penalty, remote_access_ns, small_blocks), so
 
@@ -35,6 +35,10 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     docs/policies.md for the mechanisms. `keep_state=True` attaches the final engine state
     (uvmsim.engine.state.EngineState) as `Result.state`. The tenant components (walkers,
     scheduler, memory) are for `simulate_multi`: one trace alone uses their defaults.
+
+    `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
+    events before their kernels (docs/semantics.md, "Prefetch plans"); `plan=p` and
+    `Scenario(plan=p)` give the same Result.
     """
     sc = as_scenario(scenario, settings)
     if not sc.default_components():

@@ -12,8 +12,8 @@ cluster is started) or in this process (``executor="serial"``).
 With ``out=DIR`` the sweep is a resumable Parquet dataset: each finished cell is written at once
 to ``DIR/cell-<id>.parquet`` (written to a temporary name and renamed, so a file is complete or
 absent), and a later call with the same cells reads the finished ones back instead of replaying
-them. A cell's id is a hash of the trace's content, its scenario and the resolved model
-configuration (and the uvmsim version): change any of them and the cell is computed again.
+them. A cell's id is a hash of the trace's content, its scenario (its prefetch plan by the
+plan's content, not its path) and the resolved model configuration (and the uvmsim version): change any of them and the cell is computed again.
 ``pandas.read_parquet(DIR)`` reads the whole dataset; each row's ``scenario`` column holds its
 Scenario as JSON (`Scenario.from_json`).
 
@@ -111,11 +111,17 @@ def _model_config(sc: Scenario) -> dict[str, Any]:
     return d
 
 
-def cell_id(trace_id: str, scenario: Scenario, segment: str | None) -> str:
-    """The id of one cell (see the module doc)."""
+def cell_id(trace_id: str, scenario: Scenario, segment: str | None,
+            plan_id: str | None = None) -> str:
+    """The id of one cell (see the module doc). A plan counts by its content
+    (`Scenario.plan_id`; `plan_id` gives it when known), not by the path it was read from."""
     from . import __version__
-    key = {"trace": trace_id, "scenario": scenario.to_dict(),
-           "model": _model_config(scenario), "segment": segment, "uvmsim": __version__}
+    if plan_id is None and scenario.plan is not None:
+        plan_id = scenario.plan_id()
+    sc = scenario.to_dict()
+    sc["plan"] = plan_id
+    key = {"trace": trace_id, "scenario": sc, "model": _model_config(scenario),
+           "segment": segment, "uvmsim": __version__}
     blob = json.dumps(key, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
 
@@ -152,6 +158,8 @@ def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
     row.update(r.extra)
     row["model"] = r.config["model"]
     row["hardware"] = r.config["hardware"]
+    if "plan" in r.config:   # a prefetch plan (plan=...): its name and content id
+        row["plan"] = f"{r.config['plan']['name']}:{r.config['plan']['id']}"
     row["compute_ns"] = float(r.kernels["compute_ns"].sum())
     seg = task["segment"]
     if seg is not None:
@@ -215,40 +223,49 @@ def sweep(traces: Any, scenarios: Any = None, *, jobs: int | None = None,
     directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
     substring marking iterations (e.g. "spin_kernel", see benchmarks/study/models.py); the
     kernels after its last occurrence give ``iter_*`` columns (one training step).
-    (`backend=` and `client=` are the older names of `executor`.)
+    (`backend=` and `client=` are the older names of `executor`.) A scenario's `plan` (a
+    uvmsim.plans.Plan or a plan file) is keyed into the cell ids by its content, and the
+    rows get a `plan` column, "name:content id".
 
     Columns: trace, trace_id, cell_id, oversub (NaN for a capacity in bytes or chunks),
     prefetch, evict, the summary counts, the extra counts, model, hardware, compute_ns,
-    scenario (JSON) and `slowdown` (sim_time over the same trace and scenario at factor 1
-    when the sweep has it, else over compute time), plus ``iter_*`` and `iter_slowdown`
-    with `segment`. Rows come in the caller's order: traces, then scenarios.
-    ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed now and
-    read back from `out`.
+    scenario (JSON) and `slowdown`: sim_time_ns over that of the same trace and scenario at
+    factor 1. A sweep without that cell replays it too (written to `out` like any cell, but
+    no row), so `slowdown` always means the same; the time over compute time is
+    ``sim_time_ns / compute_ns``. With `segment`, ``iter_*`` columns and `iter_slowdown`
+    (iter_sim_ns over factor 1's). Rows come in the caller's order: traces, then
+    scenarios. ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed
+    now and read back from `out`, baseline cells included.
     """
     executor, client = _executor(executor, settings)
     scs = _scenarios(scenarios, settings)
     items = _as_traces(traces)
     ids = {key: (key.split(":", 1)[1] if obj is not None else trace_content_id(key))
            for _, key, obj in items}
-    tasks = []
-    for (label, key, obj), sc in itertools.product(items, scs):
-        tasks.append({"label": label, "trace_key": key, "trace_obj": obj,
-                      "trace_id": ids[key], "cell_id": cell_id(ids[key], sc, segment),
-                      "scenario": sc, "segment": segment, "drop": drop_out_of_range})
+    if segment is not None:
+        _check_segment(items, segment)
+    plan_ids = _plan_ids(scs)
+
+    def cells(scenarios: list[Scenario]) -> list[dict[str, Any]]:
+        return [{"label": label, "trace_key": key, "trace_obj": obj, "trace_id": ids[key],
+                 "cell_id": cell_id(ids[key], sc, segment, plan_ids.get(sc.plan)),
+                 "scenario": sc, "segment": segment, "drop": drop_out_of_range}
+                for (label, key, obj), sc in itertools.product(items, scenarios)]
+    tasks, baseline = cells(scs), cells(_baselines(scs))
     seen: dict[str, dict[str, Any]] = {}
     outdir = Path(out) if out is not None else None
     if outdir is not None:
         outdir.mkdir(parents=True, exist_ok=True)
-        for t in tasks:
+        for t in tasks + baseline:
             f = outdir / f"cell-{t['cell_id']}.parquet"
             if f.exists() and t["cell_id"] not in seen:
                 seen[t["cell_id"]] = pd.read_parquet(f).iloc[0].to_dict()
     todo, queued = [], set()
-    for t in tasks:
+    for t in tasks + baseline:
         if t["cell_id"] not in seen and t["cell_id"] not in queued:
             queued.add(t["cell_id"])
             todo.append(t)
-    reused = len({t["cell_id"] for t in tasks} & set(seen))
+    reused = len({t["cell_id"] for t in tasks + baseline} & set(seen))
 
     def finished(row: dict[str, Any]) -> None:
         seen[row["cell_id"]] = row
@@ -259,11 +276,11 @@ def sweep(traces: Any, scenarios: Any = None, *, jobs: int | None = None,
         _execute(todo, executor, jobs, client, scheduler,
                  lambda row: (finished(row), bar.update()))
     rows = []
-    for t in tasks:
+    for t in tasks + baseline:
         row = dict(seen[t["cell_id"]])
         row["trace"] = t["label"]  # the caller's label, also for cells read back
         rows.append(row)
-    df = _add_slowdown(pd.DataFrame(rows))
+    df = _add_slowdown(pd.DataFrame(rows)).iloc[:len(tasks)].copy()
     df.attrs["computed"] = len(todo)
     df.attrs["reused"] = reused
     return df
@@ -299,6 +316,29 @@ def _scenarios(scenarios: Any, settings: dict[str, Any]) -> list[Scenario]:
     return out
 
 
+def _baselines(scs: list[Scenario]) -> list[Scenario]:
+    """The factor-1 scenario of each scenario whose factor-1 twin (the same scenario, no
+    capacity given or factor 1) the sweep lacks: what `slowdown` divides by."""
+    have = {_without_capacity(sc.to_json()) for sc in scs if _factor(sc) == 1.0}
+    out: list[Scenario] = []
+    for sc in scs:
+        key = _without_capacity(sc.to_json())
+        if key not in have:
+            have.add(key)
+            out.append(sc.replace(oversub=1.0))
+    return out
+
+
+def _plan_ids(scs: list[Scenario]) -> dict[Any, str]:
+    """The content id of each plan of the scenarios, each read once (a file's content
+    decides a cell's id, so a plan file rewritten in place is replayed again)."""
+    out: dict[Any, str] = {}
+    for sc in scs:
+        if sc.plan is not None and sc.plan not in out:
+            out[sc.plan] = sc.plan_id()
+    return out
+
+
 def _executor(executor: Any, settings: dict[str, Any]) -> tuple[str, Any]:
     """(kind, dask client or None) from `executor` and the older `backend=`/`client=`."""
     backend, client = settings.pop("backend", None), settings.pop("client", None)
@@ -327,6 +367,9 @@ def read_results(out: str | os.PathLike) -> pd.DataFrame:
 
 
 def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
+    """`slowdown` (and `iter_slowdown`): each row's time over the factor-1 row of the same
+    trace and scenario (of the same trace, model and policies in a dataset written before
+    rows had their scenario); NaN where there is none (a dataset read back without it)."""
     if "scenario" in df.columns:  # the same trace and scenario at factor 1
         df["_base"] = [_without_capacity(s) for s in df["scenario"]]
         keys = ["trace", "_base"]
@@ -336,12 +379,8 @@ def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
         if col not in df.columns:
             continue
         base = df[df["oversub"] == 1.0].groupby(keys, sort=False)[col].first()
-        key = list(zip(*(df[k] for k in keys)))
-        if len(base):
-            idx = [k if len(keys) > 1 else k[0] for k in key]
-            ref = [base.get(k, float("nan")) for k in idx]
-        else:
-            ref = df["compute_ns" if col == "sim_time_ns" else "iter_compute_ns"].tolist()
+        idx = [k if len(keys) > 1 else k[0] for k in zip(*(df[k] for k in keys))]
+        ref = [base.get(k, float("nan")) for k in idx]
         df[out] = [t / r if r and r == r else float("nan") for t, r in zip(df[col], ref)]
     return df.drop(columns=["_base"], errors="ignore")
 
@@ -353,8 +392,36 @@ def _without_capacity(scenario_json: str) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+def _check_segment(traces: list[tuple[str, str, Trace | None]], segment: str) -> None:
+    """A segment marker no kernel of a trace has would give all-NaN iter_* columns for it:
+    refuse it before any cell runs, naming the trace."""
+    import pyarrow.parquet as pq
+
+    from .trace.format import KERNELS
+    for label, key, obj in traces:
+        if obj is not None:
+            names = obj.kernels["name"].astype(str)
+        else:
+            try:
+                names = pd.Series(pq.read_table(Path(key) / KERNELS, columns=["name"])
+                                  .column("name").to_pylist(), dtype=object).astype(str)
+            except (OSError, KeyError, ValueError) as e:
+                raise ConfigError(f"{key}: cannot read its kernel names: {e}") from None
+        if not names.str.contains(segment, regex=False).any():
+            raise ConfigError(f"segment {segment!r}: no kernel of trace {label!r} has it in "
+                              f"its name, so it has no iterations to measure")
+
+
 def _bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    """A progress bar: a widget in a notebook kernel with ipywidgets, text elsewhere. In a
+    kernel without ipywidgets tqdm.auto warns (TqdmWarning "IProgress not found") and falls
+    back to text; the warning is not the user's concern, so it is silenced."""
+    import warnings
+
+    from tqdm import TqdmWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)
 
 

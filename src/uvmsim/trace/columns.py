@@ -1,4 +1,4 @@
-"""A user's or a file's table cast to the spec's schema (docs/trace-format.md), column by
+"""A user's or a file's table cast to the format's schema (docs/trace-format.md), column by
 column, with errors that name the file, column and row.
 
 Below both the reader (uvmsim.trace.io) and the v1.2 streams (uvmsim.trace.streams), which
@@ -99,7 +99,7 @@ def optional_present(names: Iterable[str], file: str) -> tuple[str, ...]:
 
 
 def coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.Table:
-    """Cast a user's table to the spec schema, keeping only spec columns (v1 columns and
+    """Cast a user's table to the format's schema, keeping only its columns (v1 columns and
     the v1.1 optional ones that are present).
 
     `file` picks the schema; `shown` is the name errors use (the full path when read).
