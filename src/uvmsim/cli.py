@@ -283,12 +283,12 @@ def _fmt_table(rows: list[tuple[str, Any]]) -> str:
 
 
 def _write_table(df, path: str) -> None:
+    from ._atomic import write_atomic
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix == ".csv":
-        df.to_csv(p, index=False)
+        write_atomic(p, lambda tmp: df.to_csv(tmp, index=False))
     elif p.suffix == ".parquet":
-        df.to_parquet(p, index=False)
+        write_atomic(p, lambda tmp: df.to_parquet(tmp, index=False))
     else:
         raise UserError(f"{path}: table output must end in .parquet or .csv")
 

@@ -330,9 +330,9 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     }
     result.update(_gpu_info())
     if out is not None:
-        o = Path(out)
-        o.parent.mkdir(parents=True, exist_ok=True)
-        o.write_text(json.dumps(result) + "\n")
+        from ._atomic import write_atomic
+        text = json.dumps(result) + "\n"
+        write_atomic(out, lambda tmp: tmp.write_text(text))
     return result
 
 

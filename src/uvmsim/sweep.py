@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ._atomic import write_atomic
 from .errors import ConfigError
 from .simulate import simulate
 from .trace import Trace, load_trace
@@ -260,10 +261,9 @@ def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
 
 
 def _write_cell(outdir: Path, row: dict[str, Any]) -> None:
-    final = outdir / f"cell-{row['cell_id']}.parquet"
-    tmp = outdir / f".cell-{row['cell_id']}.{os.getpid()}.tmp"
-    pd.DataFrame([row]).to_parquet(tmp, index=False)
-    os.replace(tmp, final)  # atomic: a reader sees the whole file or none
+    # atomic: a reader sees the whole file or none, and a failed write leaves no partial file
+    write_atomic(outdir / f"cell-{row['cell_id']}.parquet",
+                 lambda tmp: pd.DataFrame([row]).to_parquet(tmp, index=False))
 
 
 def read_results(out: str | os.PathLike) -> pd.DataFrame:

@@ -1053,8 +1053,11 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
         if d.exists():
             shutil.rmtree(d)
         os.replace(tmp, d)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            from .._atomic import _named
+            raise _named(e, d) from e
         raise
     return d
 

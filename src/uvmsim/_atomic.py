@@ -1,0 +1,51 @@
+"""Write an output file whole or not at all.
+
+Every file uvmsim writes (sweep tables and dataset cells, plots, JSON results, a recorded
+trace's extra files) is written to a temporary file beside it and renamed into place, so a
+full disk or an interrupted run leaves the previous file (or none), never a truncated one;
+the temporary file is removed on any failure, and an OSError names the file that could not
+be written.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """Call write(tmp) with a temporary path in `path`'s folder, then rename it to `path`.
+
+    The temporary name is hidden and never matches `path`'s pattern (".NAME.XXXX.tmp"), so
+    a folder scanned for outputs (a sweep dataset's cell-*.parquet) never sees a partial one.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        os.close(fd)
+    except OSError as e:
+        raise _named(e, p) from e
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, p)
+    except BaseException as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise _named(e, p) from e
+        raise
+    return p
+
+
+def _named(e: OSError, p: Path) -> OSError:
+    """The error, saying which output it concerns (pyarrow's and pandas' messages name the
+    temporary file or none)."""
+    what = e.strerror or " ".join(str(e).split()) or type(e).__name__
+    if e.errno is None:
+        return OSError(f"cannot write {p}: {what}")
+    return OSError(e.errno, f"cannot write output ({what})", str(p))
