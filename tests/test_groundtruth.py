@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from uvmsim.cli import main as cli_main
-from uvmsim.groundtruth import (UM_DTYPE, RunError, attribute_records, counts_by_kernel,
-                                free_target_bytes, peak_live_managed_bytes, run)
+from uvmsim.groundtruth import (CAUSE_COLUMNS, CAUSES, UM_DTYPE, RunError, attribute_records,
+                                counts_by_kernel, free_target_bytes, peak_live_managed_bytes,
+                                run)
 from uvmsim.trace.builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,6 +129,37 @@ def test_counts_by_kernel_sums_by_counter_and_cause():
     assert per["thrashing"].tolist() == [0, 1] and per["throttling"].tolist() == [0, 1]
     assert outside["htod_bytes"] == 8192 and outside["dtoh_bytes"] == 4096
     assert outside["cpu_page_faults"] == 1 and outside["gpu_page_faults"] == 0
+
+
+def test_counts_by_kernel_has_every_cause_remote_maps_and_cpu_faults_per_kernel():
+    start, end = np.array([100, 200]), np.array([150, 250])
+    # HtoD user (cause 1) and access counters (5); DtoH coherence (2), prefetch (3) and user;
+    # a remote map (7) of 64 KiB in kernel 1; CPU faults (3) in kernel 0 and outside
+    um = _um([(1, 1, 4096, 101), (1, 5, 8192, 102), (2, 2, 65536, 201), (2, 3, 12288, 202),
+              (2, 1, 4096, 203), (7, 1, 65536, 204), (3, 0, 0xbeef, 105), (3, 0, 0xbeef, 106),
+              (3, 0, 0xbeef, 400), (2, 2, 4096, 500)])
+    per, outside = counts_by_kernel(start, end, um)
+    assert per["htod_user_bytes"].tolist() == [4096, 0]
+    assert per["htod_access_counters_bytes"].tolist() == [8192, 0]
+    assert per["htod_demand_bytes"].tolist() == [0, 0]          # no coherence HtoD here
+    assert per["dtoh_coherence_bytes"].tolist() == [0, 65536]
+    assert per["dtoh_prefetch_bytes"].tolist() == [0, 12288]
+    assert per["dtoh_user_bytes"].tolist() == [0, 4096]
+    assert per["dtoh_eviction_bytes"].tolist() == [0, 0]
+    assert per["dtoh_bytes"].tolist() == [0, 65536 + 12288 + 4096]
+    assert per["remote_map_records"].tolist() == [0, 1]
+    assert per["remote_map_bytes"].tolist() == [0, 65536]
+    assert per["cpu_page_faults"].tolist() == [2, 0]
+    assert outside["cpu_page_faults"] == 1 and outside["dtoh_coherence_bytes"] == 4096
+    # every cause of each direction is a column, and the named three are not repeated
+    every = {f"{d}_{c}_bytes" for d in ("htod", "dtoh") for c in CAUSES.values()}
+    assert set(CAUSE_COLUMNS) == every - {"htod_coherence_bytes", "htod_prefetch_bytes",
+                                          "dtoh_eviction_bytes"}
+    # the cause columns and the three named ones add up to each direction's bytes
+    for d, named in (("htod", ("htod_demand_bytes", "htod_prefetch_bytes")),
+                     ("dtoh", ("dtoh_eviction_bytes",))):
+        parts = [c for c in CAUSE_COLUMNS if c.startswith(d)] + list(named)
+        assert (sum(per[c] for c in parts) == per[f"{d}_bytes"]).all()
 
 
 # --------------------------------------------------------------------------- fake runs

@@ -113,6 +113,13 @@ def test_missing_environment_does_not_break_the_program(built):
     assert "not tracing" in r.stderr
 
 
+def test_collector_sources_are_found_from_the_package():
+    """`find_library` builds native_trace/ of this clone when no library is given."""
+    from uvmsim.record import DEFAULT_BUILD_DIR, NATIVE_DIR
+    assert (NATIVE_DIR / "CMakeLists.txt").is_file(), NATIVE_DIR
+    assert NATIVE_DIR == REPO / "native_trace" and DEFAULT_BUILD_DIR == NATIVE_DIR / "build"
+
+
 # --------------------------------------------------------------------------- join logic
 def _k(name, grid="1,1,1", block="32,1,1", **kw):
     return dict(name=name, grid=grid, block=block, **kw)

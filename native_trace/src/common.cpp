@@ -27,7 +27,7 @@ static bool write_all(int fd, const char* p, size_t n) {
 bool RawWriter::open(const std::string& dir, const std::string& pass, bool with_bin) {
   std::lock_guard<std::mutex> g(mu_);
   if (fd_ >= 0) return true;
-  ::mkdir(dir.c_str(), 0777);  // record.py normally creates it; EEXIST is fine
+  ::mkdir(dir.c_str(), 0777);  // uvmsim record normally creates it; EEXIST is fine
   std::string stem = dir + "/" + pass + "." + std::to_string((long)getpid());
   path_ = stem + ".jsonl";
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);

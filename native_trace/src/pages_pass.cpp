@@ -2,7 +2,7 @@
 // to call uvmt_global_access (patch/uvmt_patch.cu); the host side tracks allocations, hands
 // each launch its own device state, waits for the launch and reads back the pages it touched.
 //
-// Raw output (see record.py for the reader): pages.<pid>.jsonl, one event per line in program
+// Raw output (src/uvmsim/record/raw.py reads it): pages.<pid>.jsonl, one event per line in program
 // order, and pages.<pid>.bin, the uvmt_rec records of each kernel (offset and count in its line;
 // `slices` holds the mask folded to the kernel's final slice width, given in the line).
 //

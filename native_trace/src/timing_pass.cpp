@@ -136,16 +136,25 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
 }
 
 // Tries one way to switch the unified-memory counters on; returns the enable result. With
-// `driver_events`, also the driver's thrashing, throttling and remote-map records.
+// `driver_events`, also the driver's thrashing, throttling and remote-map records. With
+// UVMTRACE_UM_NO_CPU_FAULTS=1 the CPU page-fault counter is left off: a program whose CPU
+// first-touches a large buffer makes one driver event per CPU fault, and a run without them
+// tells whether they crowd out the GPU's fault records (docs/groundtruth.md).
 CUptiResult try_um(CUpti_ActivityUnifiedMemoryCounterScope scope, const char* when, bool driver_events = false) {
   CUpti_ActivityUnifiedMemoryCounterConfig c[7];
   memset(c, 0, sizeof c);
-  CUpti_ActivityUnifiedMemoryCounterKind kinds[7] = {
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING,
-      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP};
-  uint32_t n = driver_events ? 7 : 4;
+  const bool cpu_faults = !env_flag("UVMTRACE_UM_NO_CPU_FAULTS", false);
+  CUpti_ActivityUnifiedMemoryCounterKind kinds[7];
+  uint32_t n = 0;
+  kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
+  kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH;
+  kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT;
+  if (cpu_faults) kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT;
+  if (driver_events) {
+    kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING;
+    kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING;
+    kinds[n++] = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     c[i].scope = scope;
     c[i].kind = kinds[i];

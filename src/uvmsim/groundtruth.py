@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,9 +35,9 @@ import numpy as np
 
 from .errors import UserError, parse_env, run_command
 
-__all__ = ["UM_DTYPE", "RunError", "attribute_records", "configure_parser", "counts_by_kernel",
-           "free_target_bytes", "peak_live_managed_bytes", "footprint_from_trace", "run",
-           "run_from_args", "summarize_raw"]
+__all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
+           "counts_by_kernel", "free_target_bytes", "peak_live_managed_bytes",
+           "footprint_from_trace", "run", "run_from_args", "summarize_raw"]
 
 #: one unified-memory counter record as the timing pass writes it (native_trace/src/common.h)
 UM_DTYPE = np.dtype([("counter", "<u4"), ("flags", "<u4"), ("value", "<u8"), ("start", "<u8"),
@@ -47,6 +47,12 @@ HTOD, DTOH, CPU_FAULT, GPU_FAULT, THRASHING, THROTTLING, REMOTE_MAP = 1, 2, 3, 4
 # CUpti_ActivityUnifiedMemoryMigrationCause (flags of transfer records)
 CAUSES = {0: "unknown", 1: "user", 2: "coherence", 3: "prefetch", 4: "eviction",
           5: "access_counters"}
+#: the transfer bytes by (direction, cause) beyond the three named above (demand = HtoD
+#: coherence, prefetch = HtoD prefetch, eviction = DtoH eviction): every cause CUPTI gives
+CAUSE_COLUMNS = {f"{d}_{name}_bytes": (counter, cause)
+                 for d, counter in (("htod", HTOD), ("dtoh", DTOH))
+                 for cause, name in CAUSES.items()
+                 if (counter, cause) not in ((HTOD, 2), (HTOD, 3), (DTOH, 4))}
 EXIT_REFUSED = 87   # the library refused: footprint > free memory (native_trace/src/balloon.cpp)
 EXIT_TIMEOUT = 124  # the library's watchdog ended the run (as timeout(1) does)
 #: the watchdog's flush of CUPTI can block; its alarm then ends the process (128 + SIGALRM)
@@ -141,8 +147,11 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
     Per kernel: ``gpu_page_faults`` (sum of GPU_PAGE_FAULT values: CUPTI's count of fault
     groups per faulting page), ``gpu_fault_records``, ``htod_bytes``, ``dtoh_bytes``,
     ``htod_demand_bytes`` (cause coherence), ``htod_prefetch_bytes`` (driver prefetch),
-    ``dtoh_eviction_bytes``, ``thrashing`` and ``throttling`` records. A record belongs to the
-    kernel running at its start.
+    ``dtoh_eviction_bytes``, the bytes of every other (direction, cause) pair as
+    ``{htod|dtoh}_{cause}_bytes`` (`CAUSE_COLUMNS`), ``thrashing`` and ``throttling``
+    records, ``remote_map_records`` and ``remote_map_bytes`` (mappings of memory left where it
+    is), and ``cpu_page_faults`` (CPU fault records). A record belongs to the kernel running
+    at its start; `outside` sums the records that fell outside every kernel.
     """
     n = len(k_start)
     um = np.asarray(um, UM_DTYPE)
@@ -159,23 +168,27 @@ def counts_by_kernel(k_start: np.ndarray, k_end: np.ndarray,
         "dtoh_eviction_bytes": ((c == DTOH) & (f == 4), v),
         "thrashing": (c == THRASHING, one),
         "throttling": (c == THROTTLING, one),
+        "remote_map_records": (c == REMOTE_MAP, one),
+        "remote_map_bytes": (c == REMOTE_MAP, v),
+        "cpu_page_faults": (c == CPU_FAULT, one),
     }
+    for name, (counter, cause) in CAUSE_COLUMNS.items():
+        sel[name] = ((c == counter) & (f == cause), v)
     per: dict[str, np.ndarray] = {}
     outside: dict[str, int] = {}
     for name, (m, val) in sel.items():
         w = np.where(m, val, 0)
         per[name] = _sum_by(idx, w, n)
         outside[name] = int(w[idx < 0].sum())
-    outside["cpu_page_faults"] = int((c == CPU_FAULT).sum())
     return per, outside
 
 
 # --------------------------------------------------------------------------- raw files
 def summarize_raw(raw_dir: str | os.PathLike) -> dict[str, Any]:
     """Kernels, counters, balloon and end lines of a run's raw files (the busiest process)."""
-    from .record import _pick_process, read_raw_pass, timing_order
+    from .record import pick_process, read_raw_pass, timing_order
     notes: list[str] = []
-    rp = _pick_process(read_raw_pass(raw_dir, "timing"), notes)
+    rp = pick_process(read_raw_pass(raw_dir, "timing"), notes)
     if rp is None:
         return {"raw": None, "notes": notes}
     # a kernel still running when the watchdog flushed comes back with no end time
@@ -207,15 +220,17 @@ def _kernel_table(kact: list[dict[str, Any]], um: np.ndarray) -> tuple[dict[str,
                              "duration_ns": (end - start).tolist()}
     table.update({k: v.tolist() for k, v in per.items()})
     totals = {k: int(v.sum()) + outside[k] for k, v in per.items()}
-    totals["cpu_page_faults"] = outside["cpu_page_faults"]
     in_kernels = {k: int(v.sum()) for k, v in per.items()}
     return table, totals, {"outside_kernels": outside, "in_kernels": in_kernels}
 
 
 # --------------------------------------------------------------------------- running
-def _gpu_info() -> dict[str, Any]:
-    from .record import _gpu_info as gi
-    return gi()
+@functools.lru_cache(maxsize=1)
+def _gpu_info() -> tuple[tuple[str, Any], ...]:
+    """The GPU, driver and toolkit (nvidia-smi, twice), asked once per process: a series of
+    runs (benchmarks/probes) would otherwise spend a fraction of a second on it each."""
+    from .record.collector import gpu_info
+    return tuple(gpu_info().items())
 
 
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
@@ -247,41 +262,26 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     if not isinstance(reserve, (int, np.integer)) or reserve < 0:
         raise RunError(f"--reserve must be a non-negative number of bytes, got {reserve!r}")
     target = free_target_bytes(footprint, factor) + int(reserve)
-    from .record import find_library
+    from .record.collector import collector_env, find_library, run_program
     library = find_library(lib)
 
     raw = Path(keep_raw) if keep_raw else Path(tempfile.mkdtemp(prefix="uvmsim-run-"))
     raw.mkdir(parents=True, exist_ok=True)
     for p in raw.glob("timing.*"):
         p.unlink()
-    env = dict(os.environ)
-    env.update(extra_env or {})
-    env.update({"UVMTRACE_PASS": "timing", "UVMTRACE_OUT": str(raw),
-                "CUDA_INJECTION64_PATH": str(library),
-                "UVMTRACE_PREFETCH_MANAGED": "0",
-                "UVMTRACE_UM_COUNTERS": "1" if counters else "0",
-                "UVMTRACE_UM_BINARY": "1",
-                "UVMTRACE_BALLOON_FOOTPRINT": str(int(footprint)),
-                "UVMTRACE_BALLOON_FREE_TARGET": str(int(target)),
-                "UVMTRACE_DEADLINE_S": repr(float(timeout_s))})
+    env = collector_env("timing", library, raw, user_env=extra_env, settings={
+        "UVMTRACE_PREFETCH_MANAGED": "0",
+        "UVMTRACE_UM_COUNTERS": "1" if counters else "0",
+        "UVMTRACE_UM_BINARY": "1",
+        "UVMTRACE_BALLOON_FOOTPRINT": str(int(footprint)),
+        "UVMTRACE_BALLOON_FREE_TARGET": str(int(target)),
+        "UVMTRACE_DEADLINE_S": repr(float(timeout_s))})
     t0 = time.perf_counter()
-    killed = False
-    try:
-        proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
-    except OSError as e:
-        raise RunError(f"cannot run {cmd[0]!r}: {e.strerror}") from e
-    try:
-        rc = proc.wait(timeout=timeout_s + grace_s)
-    except subprocess.TimeoutExpired:
-        killed = True  # the library's watchdog did not end it: end the whole process group
-        os.killpg(proc.pid, signal.SIGKILL)
-        rc = proc.wait()
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
+    # the library's watchdog ends the run at the timeout; should it not, the whole process
+    # group is killed grace_s later
+    ended = run_program(cmd, env, deadline_s=timeout_s + grace_s, error=RunError)
+    killed, status = ended.killed, ended.status
     wall = time.perf_counter() - t0
-    status = 128 - rc if rc < 0 else rc
     try:
         s = summarize_raw(raw)
     finally:

@@ -1,0 +1,428 @@
+"""Turning raw passes into the four uvmtrace tables (allocations, events, kernels, accesses).
+
+The page pass's lines are read in order; each kind of line (its ``t``) has one handler,
+registered in `HANDLERS`, that adds to a `PagePassTables` under construction. Kinds without a
+handler (``meta``, ``end``, ...) carry nothing for the tables. A new kind of record is one new
+handler here.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .errors import LaunchMismatchError, RecordError
+from .join import join_launches, timing_order
+from .raw import REC_DTYPE, RawPass
+
+__all__ = ["HANDLERS", "PagePassTables", "build_tables"]
+
+_ADVICE_OK = frozenset({"set_preferred_location_gpu", "set_preferred_location_cpu",
+                        "set_accessed_by_gpu", "set_read_mostly", "unset_preferred_location_gpu",
+                        "unset_preferred_location_cpu", "unset_accessed_by_gpu",
+                        "unset_read_mostly"})
+_EVENT_COLUMNS = ["seq", "op", "alloc_id", "kernel_id", "addr", "size", "arg", "stream",
+                  "t_start_ns", "t_end_ns"]
+
+
+@dataclass
+class _Live:
+    """Live allocations, sorted by base, with page-range arrays rebuilt on change."""
+
+    bases: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    _arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def find(self, addr: int) -> int:
+        i = bisect.bisect_right(self.bases, addr) - 1
+        return i if i >= 0 and addr < self.ends[i] else -1
+
+    def overlapping(self, base: int, end: int) -> int:
+        i = bisect.bisect_right(self.bases, end - 1) - 1
+        return i if i >= 0 and self.ends[i] > base else -1
+
+    def add(self, base: int, end: int, aid: int) -> None:
+        i = bisect.bisect_right(self.bases, base)
+        self.bases.insert(i, base)
+        self.ends.insert(i, end)
+        self.ids.insert(i, aid)
+        self._arrays = None
+
+    def remove(self, i: int) -> int:
+        aid = self.ids[i]
+        del self.bases[i], self.ends[i], self.ids[i]
+        self._arrays = None
+        return aid
+
+    def page_mask(self, pages: np.ndarray) -> np.ndarray:
+        """True for pages inside a live allocation."""
+        if self._arrays is None:
+            first = np.array([b >> 12 for b in self.bases], dtype=np.uint64)
+            last = np.array([(e - 1) >> 12 for e in self.ends], dtype=np.uint64)
+            self._arrays = (first, last)
+        first, last = self._arrays
+        if first.size == 0:
+            return np.zeros(pages.shape, bool)
+        i = np.searchsorted(first, pages, side="right") - 1
+        ok = i >= 0
+        ok[ok] = pages[ok] <= last[i[ok]]
+        return ok
+
+
+def _empty_tables() -> dict[str, pd.DataFrame]:
+    return {
+        "allocations": pd.DataFrame({"alloc_id": pd.Series(dtype="uint32"),
+                                     "base": pd.Series(dtype="uint64"),
+                                     "size": pd.Series(dtype="uint64"),
+                                     "kind": pd.Series(dtype="object"),
+                                     "name": pd.Series(dtype="object")}),
+        "events": pd.DataFrame({c: pd.Series(dtype="object") for c in _EVENT_COLUMNS}),
+        "kernels": pd.DataFrame({"kernel_id": pd.Series(dtype="uint32"),
+                                 "name": pd.Series(dtype="object"),
+                                 "duration_ns": pd.Series(dtype="Int64"),
+                                 "grid": pd.Series(dtype="object"),
+                                 "block": pd.Series(dtype="object")}),
+        "accesses": pd.DataFrame({"kernel_id": pd.Series(dtype="uint32"),
+                                  "page": pd.Series(dtype="uint64"),
+                                  "flags": pd.Series(dtype="uint8"),
+                                  "count": pd.Series(dtype="uint32"),
+                                  "order": pd.Series(dtype="uint32")}),
+    }
+
+
+def _events_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    ev = pd.DataFrame(rows, columns=_EVENT_COLUMNS)
+    for c in ("alloc_id", "kernel_id", "addr", "size", "stream", "t_start_ns", "t_end_ns"):
+        ev[c] = pd.array(ev[c].tolist(), dtype="UInt64" if c in ("addr", "size") else "Int64")
+    ev["seq"] = np.arange(len(ev), dtype=np.uint64)
+    return ev
+
+
+def _check_slices(sl: np.ndarray, n_slices: int, kid: int, name: str, path: Path | None) -> None:
+    """The page pass promises masks that are non-zero and below its n_slices (1..64)."""
+    if not 1 <= n_slices <= 64:
+        raise RecordError(f"{path}: kernel {kid} ({name}) has n_slices {n_slices} (not 1..64)")
+    if sl.size == 0:
+        return
+    high = sl >> np.uint64(n_slices) if n_slices < 64 else np.zeros_like(sl)
+    bad = (sl == 0) | (high != 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise RecordError(f"{path}: kernel {kid} ({name}) record {i} has slices {int(sl[i]):#x}, "
+                          f"not a non-zero mask of its {n_slices} slices")
+
+
+# --------------------------------------------------------------------------- page pass
+@dataclass
+class PagePassTables:
+    """The tables of one page pass while its lines are read, and the counts for the manifest.
+
+    `recs` are the pass's page records, `kact` the timing records in launch order and `join`
+    the timing index of each kernel line (None without a timing pass).
+    """
+
+    bin_path: Path | None
+    recs: np.ndarray
+    kact: list[dict[str, Any]]
+    join: list[int] | None
+    skipped: Counter
+    live: _Live = field(default_factory=_Live)
+    allocs: list[tuple[int, int, int, str, str | None]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    acc_parts: list[pd.DataFrame] = field(default_factory=list)
+    kernel_lines: int = 0          # kernel lines read so far: the index into `join`
+    out_of_range: int = 0
+    out_of_range_kernels: list[str] = field(default_factory=list)
+    kernel_errors: list[str] = field(default_factory=list)
+    dropped_accesses: int = 0
+    unknown_pages: int = 0
+    # kernels that touched no global page (or whose accesses the patch cannot see, e.g. TMA
+    # tensor copies)
+    no_pages: Counter = field(default_factory=Counter)
+    merged_nodes: int = 0
+    with_slices: int = 0           # kernels whose line gives n_slices (page pass with slices)
+    host_pages: int = 0
+
+    def finish(self, tables: dict[str, pd.DataFrame], stats: dict[str, Any]) -> None:
+        """Write the gathered rows into `tables` and the counts into `stats`."""
+        if self.allocs:
+            a = np.array([x[:3] for x in self.allocs], dtype=np.uint64)
+            tables["allocations"] = pd.DataFrame({
+                "alloc_id": a[:, 0].astype(np.uint32), "base": a[:, 1], "size": a[:, 2],
+                "kind": [x[3] for x in self.allocs], "name": [x[4] for x in self.allocs]})
+        if self.events:
+            tables["events"] = _events_frame(self.events)
+        slices = self.with_slices > 0
+        if self.with_slices and self.with_slices != len(self.kernels):
+            raise RecordError(f"{self.bin_path}: {len(self.kernels) - self.with_slices} of "
+                              f"{len(self.kernels)} kernel lines give no n_slices (raw files of "
+                              "two collector versions?)")
+        if self.kernels:
+            k = pd.DataFrame(self.kernels)
+            k["kernel_id"] = k["kernel_id"].astype(np.uint32)
+            k["duration_ns"] = pd.array(k["duration_ns"].tolist(), dtype="Int64")
+            tables["kernels"] = k
+        if self.acc_parts:
+            tables["accesses"] = pd.concat(self.acc_parts, ignore_index=True)
+        if slices:  # uvmtrace v1.1 time slices (docs/trace-format.md)
+            k = tables["kernels"]
+            k["n_slices"] = pd.array(k["n_slices"].tolist(), dtype="UInt8")
+            k["slice_ns"] = pd.array(k["slice_ns"].tolist(), dtype="Int64")
+            if "slices" not in tables["accesses"]:
+                tables["accesses"]["slices"] = pd.Series(dtype="uint64")
+        else:
+            tables["kernels"] = tables["kernels"].drop(columns=["n_slices", "slice_ns"],
+                                                       errors="ignore")
+            tables["accesses"] = tables["accesses"].drop(columns=["slices"], errors="ignore")
+        stats.update({
+            "kernels": len(self.kernels), "allocations": len(self.allocs),
+            "events": len(self.events),
+            "access_rows": int(sum(len(p) for p in self.acc_parts)),
+            "dropped_accesses_device": self.dropped_accesses,
+            "pages_outside_allocations_device": self.unknown_pages,
+            "access_rows_dropped_outside_live_allocations": self.out_of_range,
+            "kernels_with_dropped_rows": self.out_of_range_kernels,
+            "errors": self.kernel_errors[:50],
+            "kernels_without_pages": int(sum(self.no_pages.values())),
+            "kernels_without_pages_by_name": dict(self.no_pages.most_common(20)),
+            "graph_kernels_with_merged_pages": self.merged_nodes,
+            "slices": slices,
+            "host_access_events": sum(1 for e in self.events if e["op"] == "host_access"),
+            "host_access_pages": self.host_pages,
+        })
+        stats["skipped"] = dict(self.skipped)
+
+
+_Handler = Callable[[PagePassTables, dict[str, Any]], None]
+#: the handler of each kind of page-pass line (its ``t``)
+HANDLERS: dict[str, _Handler] = {}
+
+
+def _handles(kind: str) -> Callable[[_Handler], _Handler]:
+    def register(fn: _Handler) -> _Handler:
+        if kind in HANDLERS:
+            raise ValueError(f"page-pass line kind {kind!r} has two handlers")
+        HANDLERS[kind] = fn
+        return fn
+    return register
+
+
+@_handles("alloc")
+def _alloc(b: PagePassTables, r: dict[str, Any]) -> None:
+    base, size = int(r["base"]), int(r["size"])
+    if size <= 0:
+        b.skipped["alloc of size 0"] += 1
+        return
+    if b.live.overlapping(base, base + size) >= 0:
+        # e.g. a suballocation reported inside a range already tracked: its pages are covered
+        # by the outer allocation
+        b.skipped["alloc overlapping a live allocation"] += 1
+        return
+    aid = len(b.allocs)
+    b.allocs.append((aid, base, size, r.get("kind", "device"), r.get("name") or None))
+    b.live.add(base, base + size, aid)
+    b.events.append({"op": "alloc", "alloc_id": aid})
+
+
+@_handles("free")
+def _free(b: PagePassTables, r: dict[str, Any]) -> None:
+    i = b.live.find(int(r["base"]))
+    if i < 0 or b.live.bases[i] != int(r["base"]):
+        b.skipped["free of an untracked address"] += 1
+        return
+    b.events.append({"op": "free", "alloc_id": b.live.remove(i)})
+
+
+@_handles("kernel")
+def _kernel(b: PagePassTables, r: dict[str, Any]) -> None:
+    kid = len(b.kernels)
+    j = b.join[b.kernel_lines] if b.join is not None else -1
+    b.kernel_lines += 1
+    tr = b.kact[j] if j >= 0 else None
+    b.kernels.append({"kernel_id": kid, "name": r["name"],
+                      "duration_ns": (tr["end"] - tr["start"]) if tr else None,
+                      "grid": r.get("grid"), "block": r.get("block"),
+                      "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns")})
+    if r.get("n_slices") is not None:
+        b.with_slices += 1
+    b.events.append({"op": "kernel", "kernel_id": kid, "stream": r.get("stream"),
+                     "t_start_ns": tr["start"] if tr else None,
+                     "t_end_ns": tr["end"] if tr else None})
+    if r.get("error"):
+        b.kernel_errors.append(f"kernel {kid} {r['name']}: {r['error']}")
+    if int(r.get("merged", 1)) > 1:
+        b.merged_nodes += 1
+    if int(r.get("n", 0)) == 0 and not r.get("error"):
+        b.no_pages[r["name"]] += 1
+    b.dropped_accesses += int(r.get("dropped", 0))
+    b.unknown_pages += int(r.get("unknown", 0))
+    if int(r.get("n", 0)):
+        _kernel_pages(b, r, kid)
+
+
+def _kernel_pages(b: PagePassTables, r: dict[str, Any], kid: int) -> None:
+    """The access rows of kernel `kid`: its records in the .bin file, inside live allocations."""
+    n, off = int(r.get("n", 0)), int(r.get("off", 0))
+    start = off // REC_DTYPE.itemsize
+    if off % REC_DTYPE.itemsize or start + n > b.recs.shape[0]:
+        raise RecordError(f"{b.bin_path}: kernel {kid} ({r['name']}) names records "
+                          f"[{start}, {start + n}) beyond the file's {b.recs.shape[0]}")
+    block = np.asarray(b.recs[start:start + n])
+    page = block["page"].astype(np.uint64)
+    ok = b.live.page_mask(page)
+    bad = int((~ok).sum())
+    if bad:
+        b.out_of_range += bad
+        if len(b.out_of_range_kernels) < 20:
+            b.out_of_range_kernels.append(f"kernel {kid} {r['name']}: {bad} pages")
+    order = np.arange(n, dtype=np.uint32)
+    flags = (block["flags"] & 7).astype(np.uint8)
+    sl = block["slices"].astype(np.uint64)
+    if r.get("n_slices") is not None:
+        _check_slices(sl, int(r["n_slices"]), kid, r["name"], b.bin_path)
+    b.acc_parts.append(pd.DataFrame({
+        "kernel_id": np.full(int(ok.sum()), kid, np.uint32), "page": page[ok],
+        "flags": flags[ok], "count": block["count"][ok].astype(np.uint32),
+        # ranks stay dense after dropping rows: order within the kept pages
+        "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order,
+        "slices": sl[ok]}))
+
+
+@_handles("memcpy")
+def _memcpy(b: PagePassTables, r: dict[str, Any]) -> None:
+    d = r.get("dir")
+    src, dst = int(r["src"]), int(r["dst"])
+    if d == "unknown":
+        ds, ss = b.live.find(dst) >= 0, b.live.find(src) >= 0
+        d = "dtod" if ds and ss else "htod" if ds else "dtoh" if ss else "htoh"
+    if d == "htoh":
+        b.skipped["host-to-host copy"] += 1
+        return
+    b.events.append({"op": f"memcpy_{d}", "addr": src if d == "dtoh" else dst,
+                     "size": int(r["size"]), "stream": r.get("stream")})
+
+
+@_handles("memset")
+def _memset(b: PagePassTables, r: dict[str, Any]) -> None:
+    b.events.append({"op": "memset", "addr": int(r["addr"]), "size": int(r["size"]),
+                     "stream": r.get("stream")})
+
+
+@_handles("prefetch")
+def _prefetch(b: PagePassTables, r: dict[str, Any]) -> None:
+    if int(r.get("rc", 0)) != 0:
+        b.skipped["failed prefetch call"] += 1
+        return
+    b.events.append({"op": "prefetch", "addr": int(r["addr"]), "size": int(r["size"]),
+                     "arg": r["dst"], "stream": r.get("stream")})
+
+
+@_handles("advise")
+def _advise(b: PagePassTables, r: dict[str, Any]) -> None:
+    if int(r.get("rc", 0)) != 0:
+        b.skipped["failed advise call"] += 1
+        return
+    if r["advice"] not in _ADVICE_OK:
+        b.skipped[f"advice {r['advice']} (not in uvmtrace v1)"] += 1
+        return
+    b.events.append({"op": "advise", "addr": int(r["addr"]), "size": int(r["size"]),
+                     "arg": r["advice"]})
+
+
+@_handles("sync")
+def _sync(b: PagePassTables, r: dict[str, Any]) -> None:
+    b.events.append({"op": "sync", "stream": r.get("stream")})
+
+
+@_handles("host_access")
+def _host_access(b: PagePassTables, r: dict[str, Any]) -> None:
+    addr, size = int(r["addr"]), int(r["size"])
+    i = b.live.find(addr)
+    if size <= 0 or i < 0:
+        b.skipped["host access outside live allocations"] += 1
+        return
+    size = min(addr + size, b.live.ends[i]) - addr
+    b.host_pages += (((addr + size - 1) >> 12) - (addr >> 12)) + 1
+    b.events.append({"op": "host_access", "addr": addr, "size": size, "arg": None})
+
+
+@_handles("host_scan_error")
+def _host_scan_error(b: PagePassTables, r: dict[str, Any]) -> None:
+    b.kernel_errors.append(f"host accesses: {r.get('error')}")
+
+
+@_handles("module_error")
+def _module_error(b: PagePassTables, r: dict[str, Any]) -> None:
+    b.kernel_errors.append(f"module patching: {r.get('errors')}")
+
+
+# --------------------------------------------------------------------------- entry
+def _timing_only(kact: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> None:
+    tables["kernels"] = pd.DataFrame({
+        "kernel_id": np.arange(len(kact), dtype=np.uint32),
+        "name": [r["name"] for r in kact],
+        "duration_ns": pd.array([r["end"] - r["start"] for r in kact], dtype="Int64"),
+        "grid": [r["grid"] for r in kact], "block": [r["block"] for r in kact]})
+    tables["events"] = _events_frame([
+        {"op": "kernel", "kernel_id": i, "t_start_ns": r["start"], "t_end_ns": r["end"]}
+        for i, r in enumerate(kact)])
+
+
+def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
+                 strict: bool = False) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Turn raw passes into the four uvmtrace tables and a stats dict for the manifest.
+
+    With a page pass, it defines the program (events, allocations, pages) and the timing pass
+    only adds durations, joined by `join_launches`. A mismatch raises when `strict`, else the
+    durations are left null and the mismatch is described in ``stats['join']``. With only a
+    timing pass, the trace holds the kernels and their durations, nothing else.
+    """
+    stats: dict[str, Any] = {"skipped": Counter()}
+    tables = _empty_tables()
+    kact = timing_order(timing.of("kact")) if timing is not None else []
+
+    if pages is None:
+        if timing is None:
+            stats["join"] = {"status": "no pass produced output"}
+            return tables, stats
+        _timing_only(kact, tables)
+        stats["join"] = {"status": "timing pass only: kernels and durations, no allocations "
+                                   "or pages"}
+        return tables, stats
+
+    klines = pages.of("kernel")
+    join: list[int] | None = None
+    if timing is not None:
+        try:
+            join = join_launches(klines, kact)
+            stats["join"] = {"status": "ok", "kernels": len(klines)}
+        except LaunchMismatchError as e:
+            if strict:
+                raise
+            stats["join"] = e.as_dict()
+    else:
+        stats["join"] = {"status": "page pass only: no durations"}
+
+    for meta in pages.of("meta"):
+        if meta.get("rec_bytes", REC_DTYPE.itemsize) != REC_DTYPE.itemsize:
+            raise RecordError(f"{pages.bin_path}: records of {meta['rec_bytes']} bytes, this "
+                              f"reader expects {REC_DTYPE.itemsize} (library and uvmsim of "
+                              "different versions? rebuild native_trace)")
+    recs = np.empty(0, REC_DTYPE)
+    if pages.bin_path is not None and pages.bin_path.stat().st_size:
+        recs = np.memmap(pages.bin_path, dtype=REC_DTYPE, mode="r")
+
+    b = PagePassTables(pages.bin_path, recs, kact, join, stats["skipped"])
+    for r in pages.lines:
+        handler = HANDLERS.get(r.get("t"))  # type: ignore[arg-type]
+        if handler is not None:
+            handler(b, r)
+    b.finish(tables, stats)
+    return tables, stats

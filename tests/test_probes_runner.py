@@ -1,0 +1,155 @@
+"""The driver probes' runner and analysis (benchmarks/probes/probes.py, analyze.py) on fake
+runs: no GPU, no collector (a fake program writes what the collector would)."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+probes = _load("probes_runner", ROOT / "benchmarks/probes/probes.py")
+analyze = _load("probes_analyze", ROOT / "benchmarks/probes/analyze.py")
+MiB = 1 << 20
+
+
+@pytest.fixture()
+def fake(tmp_path):
+    """The dry run's fake program (probes.FAKE) as an executable, and a library path."""
+    py = tmp_path / "fake_probe.py"
+    py.write_text(probes.FAKE)
+    exe = tmp_path / "fake_probe"
+    exe.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(py))} \"$@\"\n")
+    exe.chmod(0o755)
+    lib = tmp_path / "libfake.so"
+    lib.write_text("")
+    return {"exe": exe, "lib": str(lib), "work": tmp_path / "work", "out": tmp_path / "out"}
+
+
+def test_probe_lines_are_parsed_and_junk_skipped():
+    text = ('PROBE {"t":"alloc","group":"A","base":4096,"size":8192}\nnoise\n'
+            'PROBE {broken\nPROBE {"t":"phase","phase":"k","ms":1.0,"cpu_mapped":{"A":[1,2]}}\n')
+    lines = probes.parse_probe_lines(text)
+    assert [x["t"] for x in lines] == ["alloc", "phase"]
+    f = probes.program_facts(lines)
+    assert f["main_group"] == "A" and f["allocs"] == 1
+    assert (f["cpu_mapped_end"], f["pages_end"]) == (1, 2)
+    assert "uvm_ranges" not in f  # no maps line: nothing made up
+
+
+def test_every_probe_names_a_known_mode_and_a_recorded_trace():
+    modes = {"host_read_stream", "host_read_rows", "host_read_cols", "host_rw",
+             "host_firstread", "gpu_read", "memset_read", "memcpy_read", "host_read_drain",
+             "flood_gpu_read", "partial", "small_allocs", "cpu_retouch", "evict_order"}
+    src = (ROOT / "benchmarks/probes/probes.cu").read_text()
+    for m in modes:
+        assert f'"{m}"' in src, m
+    for p in probes.PROBES:
+        assert p.args[0] in modes, p.name
+        # a probe replayed with another's trace must name one that is itself recorded
+        assert probes.BY_NAME[p.trace].trace_of is None, p.name
+
+
+def test_device_runs_every_probe_keeps_failures_and_resumes(fake):
+    ps = [probes.BY_NAME["host_read_stream"], probes.BY_NAME["evict_order"]]
+    fake["out"].mkdir()
+    probes.device(fake["out"], [1.0, 2.0], ps, deadline_s=600, started_at=time.time(),
+                  record=False, binary=fake["exe"], lib=fake["lib"], work=fake["work"],
+                  grace_s=5)
+    p = pd.read_csv(fake["out"] / "results" / "probes.csv")
+    assert list(zip(p.probe, p.factor, p.status)) == [
+        ("host_read_stream", 1, "ok"), ("host_read_stream", 2, "ok"),
+        ("evict_order", 1, "failed"), ("evict_order", 2, "failed")]
+    ok = p.iloc[0]
+    assert ok.capacity_bytes == ok.free_bytes - probes.RESERVE
+    assert ok.free_bytes == (256 * MiB) // 1 + probes.RESERVE    # factor 1: the footprint
+    assert p.iloc[1].free_bytes == 128 * MiB + probes.RESERVE   # factor 2: half of it
+    assert [ok.gpu_fault_records, ok.htod_demand_bytes, ok.dtoh_eviction_bytes,
+            ok.dtoh_coherence_bytes, ok.remote_map_bytes, ok.cpu_page_faults] == \
+        [1, 4096, 2 * MiB, 65536, 65536, 1]
+    assert ok.counter_kinds == 7 and ok.main_ranges == 1 and ok.cpu_mapped_end == 1024
+    k = pd.read_csv(fake["out"] / "results" / "kernels.csv")
+    assert len(k) == 4 and set(k.name) == {"k_read"}
+    ph = pd.read_csv(fake["out"] / "results" / "phases.csv")
+    assert list(ph.phase[:2]) == ["host_write", "k_read"]
+    # a second call starts nothing already done
+    stamp = {q: q.stat().st_mtime_ns for q in (fake["work"] / "runs").glob("*.json.gz")}
+    probes.device(fake["out"], [1.0, 2.0], ps, deadline_s=600, started_at=time.time(),
+                  record=False, binary=fake["exe"], lib=fake["lib"], work=fake["work"])
+    assert {q: q.stat().st_mtime_ns for q in (fake["work"] / "runs").glob("*.json.gz")} == stamp
+    table = probes.summary(fake["out"])
+    assert "failed" in table and "f1.5" not in table
+
+
+def test_device_starts_nothing_past_its_deadline(fake, capsys):
+    fake["out"].mkdir()
+    probes.device(fake["out"], [1.5], [probes.BY_NAME["gpu_read"]], deadline_s=5,
+                  started_at=time.time(), record=False, binary=fake["exe"], lib=fake["lib"],
+                  work=fake["work"])
+    assert not list((fake["work"] / "runs").glob("*.json.gz"))
+    assert "not done (deadline; call again to resume): gpu_read__f1.5" in capsys.readouterr().out
+
+
+def test_traces_are_packed_under_the_size_limit_and_too_large_ones_left_out(tmp_path):
+    tr = tmp_path / "traces"
+    for name, n in (("a", 400), ("b", 400), ("c", 400), ("big", 5000)):
+        d = tr / f"{name}.uvmtrace"
+        d.mkdir(parents=True)
+        (d / "accesses.parquet").write_bytes(b"x" * n)
+    tars = probes.pack_traces(tr, tmp_path, max_tar=1000)
+    import tarfile
+    names = [sorted({m.name.split("/")[0] for m in tarfile.open(t)}) for t in tars]
+    assert names == [["a.uvmtrace", "b.uvmtrace"], ["c.uvmtrace"]]
+
+
+def test_probe_table_and_hypotheses_from_rows():
+    base = {c: 0 for c in probes.PROBE_COLUMNS}
+    rows = []
+    for f, htod, dtoh, mapped in ((1.0, 256 * MiB, 0, 0), (2.0, 128 * MiB, 0, 32768)):
+        rows.append(dict(base, probe="host_read_stream", factor=f, status="ok", real_s=0.05 * f,
+                         htod_bytes=htod, dtoh_bytes=dtoh, capacity_bytes=int(256 * MiB / f),
+                         footprint_bytes=256 * MiB, cpu_mapped_end=mapped, pages_end=65536,
+                         model="h200", replay_s=0.04 * f * f, replay_faults=10,
+                         replay_htod_bytes=htod, replay_dtoh_bytes=dtoh,
+                         replay_evicted_chunks=0))
+    rows.append(dict(base, probe="evict_order", factor=1.0, status="failed", model="h200"))
+    df = pd.DataFrame(rows)
+    df["real_slowdown"] = df["real_s"] / 0.05
+    df["replay_slowdown"] = df["replay_s"] / 0.04
+    md = analyze.markdown(df, "h200")
+    lines = md.strip().splitlines()
+    assert len(lines) == 2 + 3 and all(x.count("|") == lines[0].count("|") for x in lines)
+    assert "| host_read_stream | 2 | 100.0 | 160.0 | 2.00 | 4.00 |" in md and "50%" in md
+    assert "| evict_order | 1 | failed |" in md
+    kern = pd.DataFrame([{"probe": "evict_order", "factor": 1.25, "k": 80,
+                          "name": "k_ev_probe_first", "duration_ns": 50_000,
+                          "htod_bytes": 2 * MiB}])
+    hyp = analyze.hypotheses(df, kern)
+    assert "host_read_stream f2: 50% of A still mapped on the CPU" in hyp
+    assert "evict_order f1.25 k_ev_probe_first: HtoD 2.00 MiB" in hyp
+
+
+def test_run_json_keeps_the_probe_lines_and_status(fake):
+    fake["out"].mkdir()
+    probes.device(fake["out"], [1.0], [probes.BY_NAME["host_read_stream"]], deadline_s=600,
+                  started_at=time.time(), record=False, binary=fake["exe"], lib=fake["lib"],
+                  work=fake["work"])
+    r = json.load(gzip.open(fake["work"] / "runs" / "host_read_stream__f1.json.gz"))
+    assert r["status"] == "ok" and r["replay_trace"] == "host_read_stream"
+    assert [x["t"] for x in r["probe_lines"]] == ["alloc", "maps", "attr", "phase", "phase"]
