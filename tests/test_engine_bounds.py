@@ -139,3 +139,14 @@ def test_engine_arrays_refuse_an_index_compiled_code_would_take_out_of_range(fie
                               _cache={})
     with pytest.raises(ConfigError, match="trace arrays"):
         engine_arrays(bad)
+
+
+def test_engine_state_refuses_hardware_that_is_not_one_record():
+    """The hardware constants are one record of named fields (config.Hardware.record): a
+    plain vector of them would otherwise become records of zeros."""
+    from uvmsim.config import get_hardware
+    rank = np.arange(2, dtype=np.int64)
+    with pytest.raises(ConfigError, match="HARDWARE record"):
+        new_state(1024, 2, 2, 1, 8, rank, np.zeros(9))
+    S = new_state(1024, 2, 2, 1, 8, rank, get_hardware(None).record())
+    assert S.hw[0].bw_peak_gbps == get_hardware(None).bw_peak_gbps > 0
