@@ -56,6 +56,10 @@ def test_write_atomic_keeps_the_old_file_and_names_the_new_one(tmp_path):
     assert out.read_text() == "old" and _left(tmp_path) == ["r.json"]
     write_atomic(out, lambda tmp: tmp.write_text("new"))
     assert out.read_text() == "new" and _left(tmp_path) == ["r.json"]
+    # the mode a plain open() gives (mkstemp's temporary is the owner's only)
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    assert out.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
 
 
 @pytest.mark.parametrize("suffix,method", [(".csv", "to_csv"), (".parquet", "to_parquet")])

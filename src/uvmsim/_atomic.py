@@ -14,6 +14,18 @@ from pathlib import Path
 from typing import Callable
 
 
+def _read_umask() -> int:
+    """The process's umask (os.umask can only be read by setting it: set it back at once)."""
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
+
+
+# mkstemp makes its file readable by its owner only; an output gets the mode that a plain
+# open() would have given it (0666 less the umask), as before it was written atomically
+_MODE = 0o666 & ~_read_umask()
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Call write(tmp) with a temporary path in `path`'s folder, then rename it to `path`.
 
@@ -24,7 +36,10 @@ def write_atomic(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        os.close(fd)
+        try:
+            os.fchmod(fd, _MODE)
+        finally:
+            os.close(fd)
     except OSError as e:
         raise _named(e, p) from e
     tmp = Path(name)
