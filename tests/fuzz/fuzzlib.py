@@ -609,7 +609,17 @@ def _(c): _set(c, "kernels", "n_slices", None)
 def _(c):
     x = c.tabs["accesses"]
     r = _pick(c, "accesses")
-    x.set("page", r, (x.get("page")[r] + (1 << c.rng.randrange(12, 64))) % (1 << 64))
+    a = c.tabs["allocations"]
+    spans = [(b // 4096, (b + n - 1) // 4096) for b, n in zip(a.get("base"), a.get("size"))
+             if b is not None and n]
+    # a move of 2^12 pages or more can land in another allocation (valid if it is live):
+    # only moves that leave every allocation are this class
+    for _ in range(8):
+        page = (x.get("page")[r] + (1 << c.rng.randrange(12, 64))) % (1 << 64)
+        if not any(lo <= page <= hi for lo, hi in spans):
+            x.set("page", r, page)
+            return
+    raise LookupError("every move drawn lands in an allocation")
 
 
 @mutation("access_page_moved_dropped", "table", "valid",
