@@ -127,7 +127,7 @@ def _check_metadata(md: pq.FileMetaData, arrow_names: list[str], ft: "_Footer",
             md.num_rows != ft.num_rows:
         raise TraceFormatError("unreadable Parquet footer (pyarrow reads it differently)",
                                file=shown)
-    # spec columns are flat; a nested or repeated extra column is allowed (and never read)
+    # the format's columns are flat; a nested or repeated extra column is allowed (and never read)
     names = [schema.column(i).path for i in range(n_cols)]
     for group in (arrow_names, names):  # top-level columns, then leaf paths
         seen: set[str] = set()
