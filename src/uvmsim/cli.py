@@ -1,4 +1,4 @@
-"""The `uvmsim` command line: replay, sweep, multi, info, synth, record, run, policies,
+"""The `uvmsim` command line: replay, sweep, multi, plan, info, synth, record, run, policies,
 hardware, models.
 
 User errors (bad arguments, malformed traces, missing or unreadable paths, not enough
@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the access rows on disk: read them again kernel by kernel "
                         "while replaying (same counts; for traces larger than memory; "
                         "docs/performance.md)")
+    p.add_argument("--plan", metavar="FILE", type=_path,
+                   help="a prefetch plan (uvmsim plan ... -o FILE): its entries run as "
+                        "prefetch events before their kernels (docs/semantics.md)")
 
     p = sub.add_parser("sweep", help="replay traces over models, policies and factors; "
                                      "table, resumable Parquet dataset, plot")
@@ -242,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", metavar="FILE", type=_path,
                    help="write the table (.parquet or .csv)")
     p.add_argument("--plot", metavar="PNG", type=_path, help="write a plot of the sweep")
+    p.add_argument("--plan", metavar="FILE", type=_path,
+                   help="a prefetch plan every cell replays with (docs/semantics.md)")
     p.add_argument("--jobs", type=_positive_int, help="worker processes (default: CPUs)")
     p.add_argument("--executor", "--backend", dest="executor",
                    choices=["process", "dask", "serial"], default="process",
@@ -275,6 +280,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
     p.add_argument("-o", "--out", metavar="FILE", type=_path,
                    help="write the tenant table (.parquet or .csv)")
+
+    p = sub.add_parser("plan", help="build a prefetch plan: call a predictor before each "
+                                    "kernel, write the plan file (docs/policies.md, Plans)")
+    p.add_argument("trace", help="a .uvmtrace directory")
+    p.add_argument("--predictor", required=True,
+                   help="oracle, correlation, stride, or package.module:object")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="predictor parameter, e.g. lookahead=2 (repeatable)")
+    p.add_argument("--allow-future", action="store_true",
+                   help="let a predictor that sees the future (the oracle) build its plan")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--oversub", type=_positive_float, metavar="F",
+                     help="factor of the replay that gives the predictor feedback")
+    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES")
+    _add_model_args(p, lists=False)
+    p.add_argument("-o", "--out", required=True, metavar="FILE.parquet", type=_path,
+                   help="the plan file to write")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the plan's summary and the build replay's summary as JSON")
 
     p = sub.add_parser("info", help="describe a trace")
     p.add_argument("trace")
@@ -354,14 +379,15 @@ def cmd_replay(a: argparse.Namespace) -> int:
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, stream=a.stream)
     r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                  evict=a.evict, prefetch_params=_kv(a.prefetch_param),
-                 evict_params=_kv(a.evict_param), **_mechanisms(a))
+                 evict_params=_kv(a.evict_param), plan=_plan(a.plan), **_mechanisms(a))
     if a.kernels_out:
         _write_table(r.kernels, a.kernels_out)
     if a.json:
         print(json.dumps(r.summary))
         return 0
     print(f"{a.trace}: model={r.config['model']} prefetch={r.config['prefetch']} "
-          f"evict={r.config['evict']} hardware={r.config['hardware']}")
+          f"evict={r.config['evict']} hardware={r.config['hardware']}" +
+          (f" plan={a.plan}" if a.plan else ""))
     extra = [(k, v) for k, v in r.extra.items() if v]
     print(_fmt_table(list(r.summary.items()) + extra))
     if tr.dropped_rows:
@@ -396,6 +422,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     traces = {Path(t).name.removesuffix(".uvmtrace"): t for t in a.trace}
     if len(traces) != len(a.trace):
         traces = list(a.trace)
+    if a.plan:
+        kw["plan"] = _plan(a.plan)
     df = sweep(traces, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
                executor=a.executor, scheduler=a.scheduler, out=a.dataset, segment=a.segment,
                progress=not (a.no_progress or a.json),
@@ -476,6 +504,36 @@ def cmd_multi(a: argparse.Namespace) -> int:
     print("system: " + "  ".join(f"{k.upper()}={v:.4f}" for k, v in mr.system.items()))
     if a.out:
         print(f"table: {a.out}")
+    return 0
+
+
+def _plan(path: str | None):
+    if path is None:
+        return None
+    from .plans import load
+    return load(path)
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from .plans import build, predictors
+    from .trace import load_trace
+    params: dict[str, Any] = {k: int(v) if float(v).is_integer() else v
+                              for k, v in _kv(a.param).items()}
+    pred = predictors.get(a.predictor, params)
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    plan = build(tr, pred, allow_future=a.allow_future, oversub=a.oversub,
+                 capacity_bytes=a.capacity, prefetch=a.prefetch, evict=a.evict,
+                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param),
+                 **_mechanisms(a))
+    path = plan.save(a.out, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps({"plan": plan.summary(), "build_s": plan.build_s,
+                          "replay": plan.result.summary if plan.result else None}))
+        return 0
+    print(f"{path}: {plan!r}")
+    print(f"built in {plan.build_s:.2f} s")
+    if plan.result is not None:
+        print(_fmt_table(list(plan.result.summary.items())))
     return 0
 
 
@@ -589,7 +647,8 @@ def cmd_record(a: argparse.Namespace) -> int:
     return int(a._record.run_from_args(a))
 
 
-COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info": cmd_info, "synth": cmd_synth,
+COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "plan": cmd_plan,
+            "info": cmd_info, "synth": cmd_synth,
             "policies": cmd_policies, "hardware": cmd_hardware, "models": cmd_models,
             "record": cmd_record, "run": cmd_run}
 

@@ -82,7 +82,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
-             small_blocks: bool | None = None) -> Result:
+             small_blocks: bool | None = None, plan: Any = None) -> Result:
     """Replay `trace` and return its counts (docs/semantics.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
@@ -107,6 +107,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
     `small_blocks` counts GPU memory in pages and charges a VA block smaller than 2 MiB (a
     small allocation, or an allocation's part of a 2 MiB window) only its own pages.
+
+    `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
+    events before their kernels (docs/semantics.md, "Prefetch plans").
     """
     run = prepare(trace, model=model, oversub=oversub, capacity_bytes=capacity_bytes,
                   capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
@@ -116,7 +119,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   thrashing=thrashing, remote=remote, advise=advise,
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
-                  remote_access_ns=remote_access_ns, small_blocks=small_blocks)
+                  remote_access_ns=remote_access_ns, small_blocks=small_blocks, plan=plan)
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.lazy is not None:
@@ -208,14 +211,19 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
             capacity_chunks: int | None = None, prefetch: Any = "density",
             evict: Any = "lru2m", prefetch_params: dict[str, float] | None = None,
             evict_params: dict[str, float] | None = None, seed: int = 0,
-            translation: Any = None, **overrides: Any) -> Prepared:
+            translation: Any = None, plan: Any = None, **overrides: Any) -> Prepared:
     """Check the arguments of `simulate` and build everything a replay starts from.
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks): None keeps the model's value.
+    remote_access_ns, small_blocks): None keeps the model's value. `plan` is resolved into
+    the trace's event arrays here, the one place a plan enters a replay (uvmsim.plans).
     """
     trace = _as_trace(trace)
+    if plan is not None:
+        from .trace.plan_apply import as_plan, with_plan
+        plan = as_plan(plan)
+        trace = with_plan(trace, plan)
     m = get_model(model, **overrides)
     pf = get_prefetch(prefetch)
     ev = get_evict(evict)
@@ -254,6 +262,8 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
     if streamed:
         config["stream"] = True
+    if plan is not None:
+        config["plan"] = plan.summary()
     return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, opts, S, config,
                     lazy)
 

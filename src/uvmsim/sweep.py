@@ -144,6 +144,8 @@ def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
     row.update(r.extra)
     row["model"] = r.config["model"]
     row["hardware"] = r.config["hardware"]
+    if "plan" in r.config:   # a prefetch plan (plan=...): its name and content id
+        row["plan"] = f"{r.config['plan']['name']}:{r.config['plan']['id']}"
     row["compute_ns"] = float(r.kernels["compute_ns"].sum())
     seg = task["segment"]
     if seg is not None:
@@ -196,7 +198,9 @@ def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
     `out`: a directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
     substring marking iterations (e.g. "spin_kernel", see benchmarks/study/models.py); the
     kernels after its last occurrence give ``iter_*`` columns (one training step).
-    Other keyword arguments (translation=, thrashing=, slices=, ...) go to every `simulate`.
+    Other keyword arguments (translation=, thrashing=, slices=, plan=, ...) go to every
+    `simulate`; with `plan` (a uvmsim.plans.Plan, keyed into the cell ids by its content)
+    the rows get a `plan` column, "name:content id".
 
     Columns: trace, trace_id, cell_id, oversub, prefetch, evict, the summary counts, the
     extra counts, model, hardware, compute_ns, and `slowdown`: sim_time_ns over that of the
