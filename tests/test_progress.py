@@ -1,4 +1,4 @@
-"""The progress front-end (option `progress`, docs/semantics.md "Progress"): its rules on
+"""The progress front-end (option `block_progress`, docs/semantics.md "Progress"): its rules on
 hand-built and synthetic v1.2 traces, its defaults, what it refuses, and the engine equal to
 the SimPy reference model with it on (hypothesis; HYPOTHESIS_PROFILE=slow for many)."""
 from __future__ import annotations
@@ -47,7 +47,7 @@ def three_blocks(slots: int, *, again: bool = False):
 
 
 def run(trace, **kw):
-    return uvmsim.simulate(trace, progress=True, **kw)
+    return uvmsim.simulate(trace, block_progress=True, **kw)
 
 
 def test_blocks_stall_on_their_own_faults_and_batch_in_arrival_order():
@@ -63,7 +63,7 @@ def test_blocks_stall_on_their_own_faults_and_batch_in_arrival_order():
     # the blocks' waits overlap: less stall with more slots
     assert b.kernels.stall_ns[0] < a.kernels.stall_ns[0]
     for t in (one, three):
-        assert_same(run(t, prefetch="none"), ref.simulate(t, progress=True, prefetch="none"))
+        assert_same(run(t, prefetch="none"), ref.simulate(t, block_progress=True, prefetch="none"))
 
 
 def test_a_fault_free_kernel_takes_its_uninstrumented_time():
@@ -101,8 +101,8 @@ def test_off_by_default_and_kernels_without_streams_replay_their_page_set():
     tr = synth.make("grid_stride_fill", footprint_bytes=4 * MiB, grid=32, block=256,
                     sm_count=2, max_blocks_per_sm=4)
     base = uvmsim.simulate(tr, oversub=1.5)
-    assert base.config["progress"] is False
-    assert uvmsim.simulate(tr, oversub=1.5, progress=False).summary == base.summary
+    assert base.config["block_progress"] is False
+    assert uvmsim.simulate(tr, oversub=1.5, block_progress=False).summary == base.summary
     v11 = synth.make("sequential", footprint_bytes=8 * MiB, kernels=2)
     assert_same(run(v11, oversub=2), uvmsim.simulate(v11, oversub=2))
 
@@ -121,7 +121,7 @@ def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
     assert tr.streams.k_unit[0] == 14 and tr.streams.n_rows == 4
     r = run(tr, prefetch="none")
     assert r.summary["faults"] == 6  # each access page once, though 4 rows name 2 of them
-    assert_same(r, ref.simulate(tr, progress=True, prefetch="none"))
+    assert_same(r, ref.simulate(tr, block_progress=True, prefetch="none"))
 
 
 def test_slots_default_to_the_instrumented_runs_concurrency():
@@ -160,7 +160,7 @@ def test_fault_latency_delays_the_driver_and_fills_batches():
     b = run(tr, prefetch="none", fault_latency_ns=20_000.0)
     assert a.summary["faults"] == b.summary["faults"]
     assert b.summary["fault_batches"] < a.summary["fault_batches"]
-    assert_same(b, ref.simulate(tr, progress=True, prefetch="none", fault_latency_ns=20_000.0))
+    assert_same(b, ref.simulate(tr, block_progress=True, prefetch="none", fault_latency_ns=20_000.0))
 
 
 # ------------------------------------------------------------------ engine == reference
@@ -194,4 +194,21 @@ def progress_cases(draw):
 def test_engine_equals_reference_with_progress(case):
     kind, kw, opts = case
     tr = synth.make(kind, **kw)
-    assert_same(run(tr, **opts), ref.simulate(tr, progress=True, **opts))
+    assert_same(run(tr, **opts), ref.simulate(tr, block_progress=True, **opts))
+
+
+def test_exposed_in_the_cli_and_sweeps(tmp_path, capsys):
+    from uvmsim.cli import main
+    from uvmsim.multi import simulate_multi
+    from uvmsim.sweep import sweep
+    p = synth.write("grid_stride_fill", tmp_path / "g.uvmtrace", footprint_bytes=2 * MiB,
+                    grid=8, block=256, sm_count=1, max_blocks_per_sm=2)
+    want = run(uvmsim.load_trace(p), oversub=2)
+    assert main(["replay", str(p), "--oversub", "2", "--block-progress", "--json"]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out) == want.summary
+    df = sweep([str(p)], oversub=[2.0], block_progress=True, progress=False)
+    assert df["block_progress"].tolist() == [True]
+    assert df["faults"].tolist() == [want.summary["faults"]]
+    with pytest.raises(ConfigError, match="several tenants"):
+        simulate_multi([p, p], block_progress=True)

@@ -46,7 +46,7 @@ def model_options(model: Model) -> dict[str, float]:
          "small_blocks": model.small_blocks, "advise": model.advise,
          "remote_access_ns": float(model.remote_access_ns),
          "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
-         "progress": model.progress, "fault_latency_ns": float(model.fault_latency_ns)}
+         "block_progress": model.block_progress, "fault_latency_ns": float(model.fault_latency_ns)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -83,7 +83,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
-             small_blocks: bool | None = None, progress: bool | None = None,
+             small_blocks: bool | None = None, block_progress: bool | None = None,
              fault_latency_ns: float | None = None) -> Result:
     """Replay `trace` and return its counts (driver-model.md) and simulated time.
 
@@ -109,7 +109,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
     `small_blocks` counts GPU memory in pages and charges a VA block smaller than 2 MiB (a
     small allocation, or an allocation's part of a 2 MiB window) only its own pages.
-    `progress` replays each kernel that has a v1.2 per-thread-block stream as thread blocks
+    `block_progress` replays each kernel that has a v1.2 per-thread-block stream as thread blocks
     in resident slots that stall on their own faults (docs/semantics.md, "Progress"); a
     fault waits `fault_latency_ns` in the buffer before the driver may take it.
     """
@@ -122,7 +122,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
                   remote_access_ns=remote_access_ns, small_blocks=small_blocks,
-                  progress=progress, fault_latency_ns=fault_latency_ns)
+                  block_progress=block_progress, fault_latency_ns=fault_latency_ns)
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev, frontend=frontend_of(run.model))
     if run.lazy is not None:
@@ -144,19 +144,19 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
 
 def frontend_of(model: Model) -> str:
     """The engine front-end a model replays kernels with (uvmsim.engine.build)."""
-    return "progress" if model.progress else "page_sets"
+    return "progress" if model.block_progress else "page_sets"
 
 
 def progress_inputs(trace: Trace, T, model: Model, streamed: bool,
                     translation) -> dict | None:
     """The progress front-end's arrays (uvmsim.engine.blocks) when the model has it on."""
-    if not model.progress:
+    if not model.block_progress:
         return None
     if streamed:
-        raise ConfigError("progress: a streamed trace (stream=True) cannot replay thread "
+        raise ConfigError("block_progress: a streamed trace (stream=True) cannot replay thread "
                           "blocks yet; load it in memory")
     if translation is not None:
-        raise ConfigError("progress cannot be combined with translation yet")
+        raise ConfigError("block_progress cannot be combined with translation yet")
     from .engine.blocks import progress_arrays
     from .trace.streams import launch_arrays
     st = trace.streams
@@ -242,7 +242,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks, progress, fault_latency_ns): None keeps the model's
+    remote_access_ns, small_blocks, block_progress, fault_latency_ns): None keeps the model's
     value.
     """
     trace = _as_trace(trace)
@@ -282,9 +282,9 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "slices": m.slices, "host_access": m.host_access,
               "small_blocks": m.small_blocks,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
-              "remote": m.remote, "advise": m.advise, "progress": m.progress,
+              "remote": m.remote, "advise": m.advise, "block_progress": m.block_progress,
               "engine": "fast"}
-    if m.progress:
+    if m.block_progress:
         config["fault_latency_ns"] = m.fault_latency_ns
     if streamed:
         config["stream"] = True

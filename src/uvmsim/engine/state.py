@@ -177,7 +177,7 @@ FRONTEND = _record([
     ("slices", np.uint8),         # v1.1 option: replay kernels in their time-slice passes
     # v1.2 option: kernels with per-thread-block streams replay in the progress front-end
     # (engine/parts/frontends/progress.py); the engine joins that front-end when it is on
-    ("progress", np.uint8),
+    ("block_progress", np.uint8),
     ("fault_latency_ns", np.float64),  # progress: a fault waits this long before the
                                        # driver may take it
 ])
