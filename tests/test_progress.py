@@ -207,8 +207,10 @@ def test_exposed_in_the_cli_and_sweeps(tmp_path, capsys):
     assert main(["replay", str(p), "--oversub", "2", "--block-progress", "--json"]) == 0
     import json
     assert json.loads(capsys.readouterr().out) == want.summary
-    df = sweep([str(p)], oversub=[2.0], block_progress=True, progress=False)
-    assert df["block_progress"].tolist() == [True]
+    df = sweep([str(p)], oversub=[2.0], prefetch=["density"], evict=["lru2m"],
+               block_progress=True, progress=False, executor="serial")
     assert df["faults"].tolist() == [want.summary["faults"]]
+    assert df["sim_time_ns"].tolist() == [want.summary["sim_time_ns"]]
+    assert want.summary["sim_time_ns"] != uvmsim.simulate(p, oversub=2).summary["sim_time_ns"]
     with pytest.raises(ConfigError, match="several tenants"):
         simulate_multi([p, p], block_progress=True)
