@@ -1,4 +1,5 @@
-"""Hypothesis strategies for small uvmtrace programs (shared by issue-5 tests)."""
+"""Hypothesis strategies for small uvmtrace programs (shared by the differential tests of
+the reference model and the multi-tenant tests)."""
 from __future__ import annotations
 
 from hypothesis import strategies as st

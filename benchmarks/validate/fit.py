@@ -223,7 +223,20 @@ def main() -> int:
                          "the others keep the model's values")
     ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")],
                     default=[256, 64, 32], help="fault_batch_size values the fit tries")
+    ap.add_argument("--results", type=Path, default=None,
+                    help="results folder of one card (default benchmarks/validate/results): "
+                         "its real_runs.csv is read and its fit.json/validation.csv written")
+    ap.add_argument("--traces", type=Path, default=None,
+                    help="traces recorded on that card (default benchmarks/validate/traces)")
+    ap.add_argument("--csv", type=Path, default=None,
+                    help="predict: also write the rows (validation.csv's columns) here")
     a = ap.parse_args()
+    global RESULTS, TRACES
+    for name, val in (("--results", a.results), ("--traces", a.traces)):
+        if val is not None and not val.is_dir():
+            raise SystemExit(f"{name} {val}: not a folder")
+    RESULTS = (a.results or RESULTS).resolve()
+    TRACES = (a.traces or TRACES).resolve()
     runs = load_runs()
     if a.split != "all":
         runs = runs[runs["split"] == a.split]
@@ -244,6 +257,9 @@ def main() -> int:
             if (df["split"] == s).any():
                 print(s, fmt(errors(df[df["split"] == s])))
         print(f"({time.time() - t:.1f} s)")
+        if a.csv is not None:
+            df.to_csv(a.csv, index=False, float_format="%.6g")
+            print(f"wrote {a.csv}")
     elif a.step == "fit":
         fitruns = load_runs()
         fitruns = fitruns[fitruns["split"] == "fit"].reset_index(drop=True)

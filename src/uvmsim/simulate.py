@@ -85,7 +85,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              remote_access_ns: float | None = None,
              small_blocks: bool | None = None, block_progress: bool | None = None,
              fault_latency_ns: float | None = None) -> Result:
-    """Replay `trace` and return its counts (driver-model.md) and simulated time.
+    """Replay `trace` and return its counts (docs/semantics.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
     every option off) bundles the mechanisms, `fault_batch_size` and the hardware preset;
@@ -97,7 +97,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     names, 'module:object' paths or policy objects. `keep_state=True` attaches the final
     engine state (uvmsim.engine.state.EngineState) as `Result.state`. `translation`
     (a uvmsim.config.Translation, a dict of its fields, or True for its defaults) turns on
-    the TLB and page-walk model; off (None), counts and times are exactly driver-model.md.
+    the TLB and page-walk model; off (None), counts and times are exactly docs/semantics.md's.
 
     Optional mechanisms (docs/semantics.md, docs/policies.md), all off in "contract":
     `slices` replays each kernel in its v1.1 time-slice passes; `host_access` applies v1.1
