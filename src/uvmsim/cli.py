@@ -74,7 +74,6 @@ def _positive_float(text: str) -> float:
     return v
 
 
-<<<<<<< HEAD
 def _nonneg_float(text: str) -> float:
     try:
         v = float(text)
@@ -83,7 +82,8 @@ def _nonneg_float(text: str) -> float:
     if not v >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return v
-=======
+
+
 def _path(text: str) -> str:
     """A file or folder argument: an empty one would be ignored (`-o ""`), so it is refused."""
     if not text.strip():
@@ -117,7 +117,6 @@ def _check_writable(path: str, what: str, suffixes: Sequence[str] = (), *,
             raise PermissionError(13, "Permission denied")
     except OSError as e:
         raise UserError(f"{what} {path}: cannot write there ({e.strerror or e})") from None
->>>>>>> main
 
 
 def _kv(items: Sequence[str] | None) -> dict[str, float]:
