@@ -89,6 +89,19 @@ def fault_free_makespan(S, b0, n_blk, slots):
 
 
 @_jit
+def still_queued(S, T, r):
+    """Whether every page of row r is queued and not resident (a retry would change
+    nothing)."""
+    for i in range(S.fe_rlo[r], S.fe_rhi[r]):
+        d = T.row_page[S.fe_acc[i]]
+        if T.a_host[T.b_alloc[T.page_block[d]]]:
+            continue
+        if S.fe_pend[d] != PEND_QUEUED or S.pstate[d] & RES:
+            return False
+    return True
+
+
+@_jit
 def dispatch(S, j, b0, t, s, nh):
     """Block j (of the kernel's blocks from b0) takes a slot at time t: its first row comes
     after its first row's offset, scaled by s."""
@@ -151,9 +164,17 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 S.fe_pend[T.row_page[S.fe_flight[i]]] = PEND_NONE
             if tt > last:
                 last = tt
+            # a stalled block whose pages are all still queued would only stall again
+            # (no fault, no hit): it is not woken, which changes nothing but the work
+            keep = 0
             for i in range(n_st):
-                nh = heap_push(S, nh, tt, S.fe_stalled[i])
-            n_st = 0
+                j = S.fe_stalled[i]
+                if still_queued(S, T, S.fe_cur[j]):
+                    S.fe_stalled[keep] = j
+                    keep += 1
+                else:
+                    nh = heap_push(S, nh, tt, j)
+            n_st = keep
             if qn > 0:
                 pending = True
                 drv_t = max(tt, S.fe_q_t[qh] + lat)
