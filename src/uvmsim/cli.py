@@ -74,6 +74,16 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
 def _path(text: str) -> str:
     """A file or folder argument: an empty one would be ignored (`-o ""`), so it is refused."""
     if not text.strip():
@@ -176,6 +186,11 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
     g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
     g.add_argument("--advise", action="store_const", const=True, default=None,
                    help="apply the trace's cudaMemAdvise events")
+    g.add_argument("--block-progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay kernels with v1.2 per-thread-block streams as thread blocks "
+                        "that stall on their faults (docs/semantics.md, Progress)")
+    g.add_argument("--fault-latency-ns", type=_nonneg_float, metavar="NS",
+                   help="block progress: how long a fault waits before the driver may take it")
 
 
 def _options(values: Sequence[str] | None) -> Any:
@@ -194,7 +209,8 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
                           "fault_batch_size": a.fault_batch_size, "translation": tr or None,
                           "thrashing": _options(a.thrashing), "remote": a.remote,
                           "advise": a.advise, "slices": a.slices,
-                          "host_access": a.host_access, "small_blocks": a.small_blocks}
+                          "host_access": a.host_access, "small_blocks": a.small_blocks,
+                          "block_progress": a.block_progress, "fault_latency_ns": a.fault_latency_ns}
     if a.access_counter_threshold is not None:
         kw["access_counter_threshold"] = a.access_counter_threshold
     return kw

@@ -244,7 +244,10 @@ class Model:
     time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
     driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
     charges a VA block smaller than 2 MiB only its own pages of GPU memory; `remote`,
-    `advise` and the access-counter settings as in docs/policies.md.
+    `advise` and the access-counter settings as in docs/policies.md. `block_progress` replays
+    kernels that have v1.2 per-thread-block streams with the progress front-end (thread
+    blocks in resident slots that stall on their faults; `fault_latency_ns` is how long a
+    fault waits in the buffer before the driver may take it).
     """
 
     name: str = "contract"
@@ -260,6 +263,8 @@ class Model:
     access_counter_threshold: float | None = None
     access_counter_penalty: float = 2.0
     remote_access_ns: float = 200.0
+    block_progress: bool = False
+    fault_latency_ns: float = 0.0
     doc: str = field(default="", compare=False)
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
@@ -271,7 +276,8 @@ class Model:
             raise ConfigError(f"model {self.name!r}: fault_batch_size must be an integer "
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
-        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks"):
+        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks",
+                  "block_progress"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")
@@ -292,7 +298,10 @@ class Model:
         if self.remote is not None and self.remote not in REMOTE_MODES:
             raise ConfigError(f"remote must be None or one of {list(REMOTE_MODES)}, "
                               f"got {self.remote!r}")
-        for k in ("access_counter_penalty", "remote_access_ns"):
+        if self.block_progress and (self.thrashing or self.remote is not None or self.advise):
+            raise ConfigError(f"model {self.name!r}: block_progress cannot be combined "
+                              "with thrashing, remote or advise yet (docs/semantics.md, Progress)")
+        for k in ("access_counter_penalty", "remote_access_ns", "fault_latency_ns"):
             if not float(getattr(self, k)) >= 0.0:
                 raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")
         if self.access_counter_threshold is not None and not self.access_counter_threshold > 0:

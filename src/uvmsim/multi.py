@@ -287,6 +287,9 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     mdl = get_model(model, hardware=hardware, fault_batch_size=fault_batch_size, **overrides)
     if mdl.small_blocks:
         raise ConfigError("small_blocks is not yet modelled with several tenants")
+    if mdl.block_progress:
+        raise ConfigError("block_progress is not yet modelled with several tenants (merged "
+                          "traces carry no v1.2 streams)")
     pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
     batch = mdl.fault_batch_size
     peak = sum(t.peak_blocks for t in ts)

@@ -45,7 +45,8 @@ def model_options(model: Model) -> dict[str, float]:
     o = {"slices": model.slices, "host_access": model.host_access,
          "small_blocks": model.small_blocks, "advise": model.advise,
          "remote_access_ns": float(model.remote_access_ns),
-         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise)}
+         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
+         "block_progress": model.block_progress, "fault_latency_ns": float(model.fault_latency_ns)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -82,7 +83,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
-             small_blocks: bool | None = None, plan: Any = None) -> Result:
+             small_blocks: bool | None = None, block_progress: bool | None = None,
+             fault_latency_ns: float | None = None, plan: Any = None) -> Result:
     """Replay `trace` and return its counts (docs/semantics.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
@@ -107,6 +109,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
     `small_blocks` counts GPU memory in pages and charges a VA block smaller than 2 MiB (a
     small allocation, or an allocation's part of a 2 MiB window) only its own pages.
+    `block_progress` replays each kernel that has a v1.2 per-thread-block stream as thread blocks
+    in resident slots that stall on their own faults (docs/semantics.md, "Progress"); a
+    fault waits `fault_latency_ns` in the buffer before the driver may take it.
 
     `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
     events before their kernels (docs/semantics.md, "Prefetch plans").
@@ -119,9 +124,10 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   thrashing=thrashing, remote=remote, advise=advise,
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
-                  remote_access_ns=remote_access_ns, small_blocks=small_blocks, plan=plan)
+                  remote_access_ns=remote_access_ns, small_blocks=small_blocks,
+                  block_progress=block_progress, fault_latency_ns=fault_latency_ns, plan=plan)
     trace, T, S = run.trace, run.arrays, run.state
-    eng = engine_for(run.pf, run.ev)
+    eng = engine_for(run.pf, run.ev, frontend=frontend_of(run.model))
     if run.lazy is not None:
         if run.translation is not None:
             raise ConfigError("a streamed trace replays without translation (load it in "
@@ -137,6 +143,29 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                            np.array([0, T.ev_op.size], np.int64),
                            np.array([trace.n_kernels], np.int64), np.zeros(1), np.zeros(1))
     return run.result(keep_state)
+
+
+def frontend_of(model: Model) -> str:
+    """The engine front-end a model replays kernels with (uvmsim.engine.build)."""
+    return "progress" if model.block_progress else "page_sets"
+
+
+def progress_inputs(trace: Trace, T, model: Model, streamed: bool,
+                    translation) -> dict | None:
+    """The progress front-end's arrays (uvmsim.engine.blocks) when the model has it on."""
+    if not model.block_progress:
+        return None
+    if streamed:
+        raise ConfigError("block_progress: a streamed trace (stream=True) cannot replay thread "
+                          "blocks yet; load it in memory")
+    if translation is not None:
+        raise ConfigError("block_progress cannot be combined with translation yet")
+    from .engine.blocks import progress_arrays
+    from .trace.streams import launch_arrays
+    st = trace.streams
+    if st is None:
+        return None  # no kernel has a stream: every kernel replays its page set
+    return progress_arrays(T, st, launch_arrays(trace))
 
 
 def interleave_state() -> tuple:
@@ -216,8 +245,9 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks): None keeps the model's value. `plan` is resolved into
-    the trace's event arrays here, the one place a plan enters a replay (uvmsim.plans).
+    remote_access_ns, small_blocks, block_progress, fault_latency_ns): None keeps the model's
+    value. `plan` is resolved into the trace's event arrays here, the one place a plan enters
+    a replay (uvmsim.plans).
     """
     trace = _as_trace(trace)
     if plan is not None:
@@ -249,7 +279,8 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     opts = model_options(m)
     S = new_state(n_pages, n_blocks, pool, trace.n_kernels, fault_batch_size,
                   block_service_rank(trace, T), hw.record(), translation=tr,
-                  b_vbase=block_vbase(T), options=opts, capacity=cap)
+                  b_vbase=block_vbase(T), options=opts, capacity=cap,
+                  progress=progress_inputs(trace, T, m, streamed, tr))
     config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
               "prefetch_params": pf_params, "evict_params": ev_params, "hardware": hw.name,
               "fault_batch_size": fault_batch_size, "oversub": oversub,
@@ -259,7 +290,10 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "slices": m.slices, "host_access": m.host_access,
               "small_blocks": m.small_blocks,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
-              "remote": m.remote, "advise": m.advise, "engine": "fast"}
+              "remote": m.remote, "advise": m.advise, "block_progress": m.block_progress,
+              "engine": "fast"}
+    if m.block_progress:
+        config["fault_latency_ns"] = m.fault_latency_ns
     if streamed:
         config["stream"] = True
     if plan is not None:

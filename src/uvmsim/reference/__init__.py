@@ -16,9 +16,16 @@ from ..errors import ConfigError
 from ..results import Result
 from ..simulate import prepare
 from ..trace import Trace
+from .frontends.progress import Progress
 from .model import FaultBuffer, ReferenceModel
 
-__all__ = ["FaultBuffer", "ReferenceModel", "simulate"]
+__all__ = ["FaultBuffer", "ProgressModel", "ReferenceModel", "simulate"]
+
+
+class ProgressModel(Progress, ReferenceModel):
+    """The reference model with the progress front-end (the model's `block_progress` option), as
+    the engine joins frontends/progress.py instead of page_sets.py."""
+
 
 
 def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
@@ -31,7 +38,8 @@ def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
         raise ConfigError("the reference model replays traces in memory (load without "
                           "stream=True)")
     T = run.arrays
-    model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
+    cls = ProgressModel if run.model.block_progress else ReferenceModel
+    model = cls(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
                            run.fault_batch_size)
     model.replay_clocked(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),
                  np.zeros(1))
