@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -118,31 +119,72 @@ def test_traces_are_packed_under_the_size_limit_and_too_large_ones_left_out(tmp_
     assert names == [["a.uvmtrace", "b.uvmtrace"], ["c.uvmtrace"]]
 
 
-def test_probe_table_and_hypotheses_from_rows():
+def test_probe_table_from_rows():
     base = {c: 0 for c in probes.PROBE_COLUMNS}
     rows = []
-    for f, htod, dtoh, mapped in ((1.0, 256 * MiB, 0, 0), (2.0, 128 * MiB, 0, 32768)):
-        rows.append(dict(base, probe="host_read_stream", factor=f, status="ok", real_s=0.05 * f,
-                         htod_bytes=htod, dtoh_bytes=dtoh, capacity_bytes=int(256 * MiB / f),
-                         footprint_bytes=256 * MiB, cpu_mapped_end=mapped, pages_end=65536,
-                         model="h200", replay_s=0.04 * f * f, replay_faults=10,
-                         replay_htod_bytes=htod, replay_dtoh_bytes=dtoh,
-                         replay_evicted_chunks=0))
-    rows.append(dict(base, probe="evict_order", factor=1.0, status="failed", model="h200"))
+    for v in ("h200", "contract"):
+        for f, htod, dtoh, mapped in ((1.0, 256 * MiB, 0, 0), (2.0, 128 * MiB, 0, 32768)):
+            rows.append(dict(base, probe="host_read_stream", factor=f, status="ok",
+                             real_s=0.05 * f, htod_bytes=htod, dtoh_bytes=dtoh,
+                             capacity_bytes=int(256 * MiB / f), footprint_bytes=256 * MiB,
+                             cpu_mapped_end=mapped, pages_end=65536, variant=v, model=v,
+                             replay_s=(0.04 if v == "h200" else 0.02) * f * f,
+                             replay_faults=10, replay_htod_bytes=htod, replay_dtoh_bytes=dtoh,
+                             replay_evicted_chunks=0 if f == 1 else (7 if v == "h200" else 9),
+                             required_htod_bytes=300 * MiB, required_dtoh_bytes=0))
+        rows.append(dict(base, probe="evict_order", factor=1.0, status="failed", variant=v,
+                         model=v))
     df = pd.DataFrame(rows)
     df["real_slowdown"] = df["real_s"] / 0.05
-    df["replay_slowdown"] = df["replay_s"] / 0.04
-    md = analyze.markdown(df, "h200")
-    lines = md.strip().splitlines()
-    assert len(lines) == 2 + 3 and all(x.count("|") == lines[0].count("|") for x in lines)
-    assert "| host_read_stream | 2 | 100.0 | 160.0 | 2.00 | 4.00 |" in md and "50%" in md
-    assert "| evict_order | 1 | failed |" in md
-    kern = pd.DataFrame([{"probe": "evict_order", "factor": 1.25, "k": 80,
-                          "name": "k_ev_probe_first", "duration_ns": 50_000,
-                          "htod_bytes": 2 * MiB}])
-    hyp = analyze.hypotheses(df, kern)
-    assert "host_read_stream f2: 50% of A still mapped on the CPU" in hyp
-    assert "evict_order f1.25 k_ev_probe_first: HtoD 2.00 MiB" in hyp
+    df["replay_slowdown"] = df["replay_s"] / np.where(df["variant"] == "h200", 0.04, 0.02)
+    md = analyze.markdown(df, ["h200", "contract"])
+    t1, t2 = md.strip().split("\n\n")
+    for t in (t1, t2):
+        lines = t.splitlines()
+        assert all(x.count("|") == lines[0].count("|") for x in lines)
+    # time: real against the first variant, then the other's slowdown and evictions
+    assert "| host_read_stream | 2 | 100.0 | 160.0 | 2.00 | 4.00 | 4.00 | 7 | 9 |" in t1
+    assert "| evict_order | 1 | failed |" in t1
+    # traffic: CUPTI's bytes beside what the run must have moved; the CPU-mapped share
+    assert "| host_read_stream | 2 | 0 | 10 | 128 (0 / 0) | 300 | 128 |" in t2 and "50%" in t2
+
+
+def test_traffic_every_run_must_have_moved(tmp_path):
+    # 4 pages the CPU wrote, read by k1; k2 then touches those 4 and 6 pages more
+    from uvmsim.trace.builder import TraceBuilder
+    b = TraceBuilder()
+    x = b.alloc(2 * MiB)
+    b.host_access(b.base(x), 4 * 4096, "write")
+    b.kernel("k1", reads=b.pages(x, 0, 4))
+    b.kernel("k2", reads=b.pages(x, 0, 10))
+    bd = analyze.trace_bounds(b.build())
+    assert bd[["U", "H", "G"]].values.tolist() == [[4, 4, 0], [10, 0, 4]]
+    # unlimited memory: the 4 host pages once, nothing evicted
+    assert analyze.required_traffic(bd, 1 << 30) == (4 * 4096, 0)
+    # 2 pages of memory: k2 finds at most 2 of its 4 GPU pages resident, so 2 come back in;
+    # k1 cannot keep its 4, k2 its 10: 2 + 8 pages evicted
+    assert analyze.required_traffic(bd, 2 * 4096) == (6 * 4096, 10 * 4096)
+
+
+def test_hypotheses_decide_from_rows():
+    base = {c: 0 for c in probes.PROBE_COLUMNS}
+    runs = [dict(base, probe="evict_order", factor=f, status="ok") for f in (1.25, 1.5)]
+    kern = []
+    for f in (1.25, 1.5):
+        kern += [dict(probe="evict_order", factor=f, k=0, name="k_ev_fill", duration_ns=1000,
+                      htod_bytes=0, dtoh_eviction_bytes=65536),
+                 dict(probe="evict_order", factor=f, k=1, name="k_ev_probe_first",
+                      duration_ns=15_000, htod_bytes=0, dtoh_eviction_bytes=0),
+                 dict(probe="evict_order", factor=f, k=2, name="k_ev_probe_second",
+                      duration_ns=800_000, htod_bytes=65536, dtoh_eviction_bytes=0)]
+    hyp = analyze.hypotheses(pd.DataFrame(runs), pd.DataFrame(kern))
+    assert "## H6" in hyp and "**Refuted: the order is the last residency change" in hyp
+    # block 0 evicted instead: the rows do not refute first arrival
+    for k in kern:
+        if k["name"] == "k_ev_probe_first":
+            k["htod_bytes"] = 2 * MiB
+    hyp = analyze.hypotheses(pd.DataFrame(runs), pd.DataFrame(kern))
+    assert "**Not refuted by these rows.**" in hyp.split("## H6")[1]
 
 
 def test_run_json_keeps_the_probe_lines_and_status(fake):
