@@ -142,8 +142,9 @@ def test_probe_table_from_rows():
     for t in (t1, t2):
         lines = t.splitlines()
         assert all(x.count("|") == lines[0].count("|") for x in lines)
-    # time: real against the first variant, then the other's slowdown and evictions
-    assert "| host_read_stream | 2 | 100.0 | 160.0 | 2.00 | 4.00 | 4.00 | 7 | 9 |" in t1
+    # time: real against each variant's kernel time, slowdown and evictions
+    assert ("| host_read_stream | 2 | 100.0 (2.00) | 160.0 (4.00) [7] | 80.0 (4.00) [9] |"
+            in t1)
     assert "| evict_order | 1 | failed |" in t1
     # traffic: CUPTI's bytes beside what the run must have moved; the CPU-mapped share
     assert "| host_read_stream | 2 | 0 | 10 | 128 (0 / 0) | 300 | 128 |" in t2 and "50%" in t2

@@ -46,7 +46,7 @@ BLOCK = 2 * MiB
 #: GPU memory the CUDA context takes after the balloon measured the free memory: the
 #: driver evicted only once the managed data reached free_bytes - 4 MiB (capacity_facts)
 CONTEXT_BYTES = 4 * MiB
-DEFAULT_VARIANTS = "h200,contract,h200:free"
+DEFAULT_VARIANTS = "h200,contract,h200:free,h100:free"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -208,14 +208,12 @@ def _num(x, fmt: str = "{:,.0f}") -> str:
 
 
 def markdown(df: pd.DataFrame, variants: list[str]) -> str:
-    """Two tables for docs: time (real against every variant) and traffic (CUPTI, what the
-    run must have moved, and the first variant's replay)."""
-    first = variants[0]
-    d = df[df["variant"] == first].reset_index(drop=True)
-    other = {v: df[df["variant"] == v].set_index(["probe", "factor"]) for v in variants[1:]}
-    head = ["probe", "factor", "real ms", f"{first} ms", "real slowdown", first]
-    head += [f"{v} slowdown" for v in variants[1:]]
-    head += [f"{first} evicted chunks"] + [f"{v} evicted" for v in variants[1:]]
+    """Two tables for docs: time (real against every variant: kernel ms, slowdown and
+    evicted chunks) and traffic (CUPTI, what the run must have moved, the first variant)."""
+    d = df[df["variant"] == variants[0]].reset_index(drop=True)
+    by = {v: df[df["variant"] == v].set_index(["probe", "factor"]) for v in variants}
+    head = ["probe", "factor", "real ms (slowdown)"] + [f"{v}: ms (slowdown) [evicted]"
+                                                        for v in variants]
     t1 = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * len(head)) + " |"]
     head2 = ["probe", "factor", "CUPTI fault records", "replay faults",
              "CUPTI HtoD MiB (demand / prefetch)", "required HtoD MiB", "replay HtoD MiB",
@@ -229,14 +227,13 @@ def markdown(df: pd.DataFrame, variants: list[str]) -> str:
             continue
         cen = ">" if r["status"] == "censored" else ""
         key = (r["probe"], r["factor"])
-        c = [r["probe"], f"{r['factor']:g}", f"{cen}{r['real_s'] * 1e3:,.1f}",
-             _num(r.get("replay_s", np.nan) * 1e3, "{:,.1f}"),
-             _num(r.get("real_slowdown"), "{:.2f}"), _num(r.get("replay_slowdown"), "{:.2f}")]
-        c += [_num(o.loc[key, "replay_slowdown"] if key in o.index else None, "{:.2f}")
-              for o in other.values()]
-        c += [_num(r.get("replay_evicted_chunks"))]
-        c += [_num(o.loc[key, "replay_evicted_chunks"] if key in o.index else None)
-              for o in other.values()]
+        c = [r["probe"], f"{r['factor']:g}",
+             f"{cen}{r['real_s'] * 1e3:,.1f} ({r.get('real_slowdown', np.nan):.2f})"]
+        for v in variants:
+            o = by[v].loc[key] if key in by[v].index else None
+            c.append("" if o is None or pd.isna(o.get("replay_s")) else
+                     f"{o['replay_s'] * 1e3:,.1f} ({o['replay_slowdown']:.2f}) "
+                     f"[{int(o['replay_evicted_chunks']):,}]")
         t1.append("| " + " | ".join(c) + " |")
         mapped = ("" if pd.isna(r.get("cpu_mapped_end")) or pd.isna(r.get("pages_end"))
                   else f"{r['cpu_mapped_end'] / max(r['pages_end'], 1):.0%}")

@@ -96,19 +96,27 @@ A100_PCIE4 = Hardware(
         ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
 
+_CALIB_H100 = ("measured on an NVIDIA H100 80GB HBM3 (PCIe 5 x16, driver 580.159.04, CUDA "
+               "13.0), 2026-11-25, by benchmarks/calibrate (docs/calibration.md, H100; "
+               "benchmarks/calibrate/results_h100)")
+
 H100_PCIE5 = Hardware(
     name="h100-pcie5",
-    batch_ns=45_000.0, fault_ns=500.0, transfer_latency_ns=1_000.0,
-    bw_peak_gbps=48.0, bw_b=0.07292, zero_fill_ns=0.0,
+    batch_ns=169_600.0, fault_ns=247.0, transfer_latency_ns=18_400.0,
+    bw_peak_gbps=49.8, bw_b=100.0, zero_fill_ns=0.0,
     sources=(
-        ("batch_ns", "UVMSmart far-fault latency 45 us (anchors.md), charged once per batch; "
-                     "uncalibrated for H100"),
-        ("fault_ns", "uncalibrated estimate"),
-        ("transfer_latency_ns", "uncalibrated estimate"),
-        ("bw_peak_gbps", "UVMSmart a = 48 for a 64 GB/s (PCIe 5 x16) link; " + _UVMSMART),
-        ("bw_b", _UVMSMART),
-        ("zero_fill_ns", "uncalibrated: GPU-side zero-fill taken as free"),
-        ("evict_ns", _EVICT_UNCAL),
+        ("batch_ns", "least-squares fit of 50 faulting kernels' stalls to the model's counts; "
+                     "median relative error 0.16; " + _CALIB_H100),
+        ("fault_ns", "same fit; " + _CALIB_H100),
+        ("transfer_latency_ns", "same fit; effective: includes per-block driver work "
+                                "(CUPTI's pure copy latency is 2,630 ns); " + _CALIB_H100),
+        ("bw_peak_gbps", "fit to CUPTI host-to-device migration records, 4 KiB-1 MiB, 1.8 % "
+                         "rms; " + _CALIB_H100),
+        ("bw_b", "bandwidth is flat from 4 KiB up; the fit hit its bound; " + _CALIB_H100),
+        ("zero_fill_ns", "not identified: the probes' fit split drives it to 0 "
+                         "(benchmarks/probes/timefit.py, docs/model.md)"),
+        ("evict_ns", "not identified: the probes' fit split drives it to 0 "
+                     "(benchmarks/probes/timefit.py, docs/model.md)"),
         ("dtoh_bw_gbps", _DTOH_UNCAL),
         ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
@@ -348,7 +356,29 @@ H200 = Model(
                       "eviction migrations, so one GPU refaulting after evictions is never "
                       "throttled (docs/model.md)")))
 
-MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200)}
+_PROBES = ("fitted on the fit split of the driver probes run on an NVIDIA H100 "
+           "(benchmarks/probes/split.csv, timefit.py; docs/model.md)")
+
+H100 = Model(
+    name="h100",
+    hardware=H100_PCIE5,
+    fault_batch_size=64,
+    slices=False,
+    host_access=True,
+    thrashing=False,
+    doc="predicting a real H100 under oversubscription: the H100's calibrated link, host "
+        "accesses on, the batch size fitted to the driver probes (docs/model.md)",
+    sources=(
+        ("hardware", "h100-pcie5: " + _CALIB_H100),
+        ("fault_batch_size", "64: " + _PROBES + "; the probes' loss is 19.95 at 256, 16.24 "
+                             "at 64, 17.19 at 32 (the driver services faults as they stream "
+                             "in, fewer distinct pages than 256 at a time)"),
+        ("slices", "off, as h200 (docs/validation.md)"),
+        ("host_access", "on, as h200: the probes' host-written data migrates on every GPU "
+                        "touch (docs/model.md, H1)"),
+        ("thrashing", "off, as h200 (docs/model.md)")))
+
+MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200, H100)}
 DEFAULT_MODEL = "contract"
 
 
