@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -57,3 +58,18 @@ RSS_CHILD_PRELUDE = textwrap.dedent("""
             f.write("5")
         return status("VmRSS")
 """)
+
+
+def boundscheck_env() -> dict[str, str]:
+    """The environment of a child process whose compiled code checks every index
+    (NUMBA_BOUNDSCHECK=1: an out-of-range index is an IndexError, not a write into the
+    heap). Numba's caches do not key on the flag, so the child compiles into caches of its
+    own, beside this session's engine cache (tests/conftest.py) and shared by the tests that
+    use it: the engines' (UVMSIM_CACHE_DIR) and every other compiled function's
+    (NUMBA_CACHE_DIR, else the policies' would load unchecked from their __pycache__)."""
+    cache = Path(os.environ["UVMSIM_CACHE_DIR"])
+    base = cache.parent / (cache.name + "-boundscheck")
+    root = Path(__file__).resolve().parents[1]
+    return dict(os.environ, NUMBA_BOUNDSCHECK="1", UVMSIM_CACHE_DIR=str(base / "engines"),
+                NUMBA_CACHE_DIR=str(base / "numba"),
+                PYTHONPATH=os.pathsep.join([str(root / "src"), str(root / "tests")]))

@@ -596,9 +596,8 @@ def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
     T = engine_arrays(t)
     pol = get_evict(ev)
     st = (pol.init or empty_state)(PolicyContext(4, 4, int(T.page_block.size), T, pol.params))
-    vbase = (np.arange(4, dtype=np.int64) % 2) << 44
     S = new_state(int(T.page_block.size), 4, 4, 1, 256, block_service_rank(t, T),
-                  get_model().hardware.vector(), b_vbase=vbase, n_tenants=2)
+                  get_model().hardware.vector(), b_tenant=np.arange(4) % 2, n_tenants=2)
     ET = engine_trace(T)
     for blk in range(4):
         c = int(S.free_stack[3 - blk])

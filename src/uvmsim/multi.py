@@ -51,7 +51,8 @@ class Merged:
     ten_ev: np.ndarray      # int64[n_t+1] event range of each tenant
     k_off: np.ndarray       # int64[n_t+1] kernel range of each tenant
     b_rank: np.ndarray      # service order of blocks (within each tenant: its own order)
-    b_vbase: np.ndarray     # translation base of each block (tenant in bits 44+)
+    b_vbase: np.ndarray     # translation base of each block (uvmsim.simulate.block_vbase)
+    b_tenant: np.ndarray    # tenant of each block
 
 
 def merge_traces(traces: Sequence[Trace]) -> Merged:
@@ -59,7 +60,7 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
     segment indices so the engine replays them as one address space of disjoint tenants."""
     parts: dict[str, list[np.ndarray]] = {f: [] for f in TraceArrays._fields}
     off = dict(a=0, p=0, b=0, k=0, r=0, s=0, e=0)
-    ten_ev, k_off, ranks, vbases = [0], [0], [], []
+    ten_ev, k_off, ranks, vbases, tens = [0], [0], [], [], []
     for i, tr in enumerate(traces):
         if tr.rows is not None:
             raise ConfigError(f"tenant {i}: a streamed trace replays alone (load it in "
@@ -81,7 +82,8 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
                 x = (x[:-1] + off["r"]).astype(x.dtype)
             parts[f].append(x)
         ranks.append(block_service_rank(tr, T) + off["b"])
-        vbases.append(block_vbase(T, i))
+        vbases.append(block_vbase(T))
+        tens.append(np.full(T.b_alloc.size, i, np.int64))
         off["a"] += T.a_host.size
         off["p"] += T.page_block.size
         off["b"] += T.b_alloc.size
@@ -100,7 +102,8 @@ def merge_traces(traces: Sequence[Trace]) -> Merged:
     arrays = TraceArrays(*(np.ascontiguousarray(np.concatenate(parts[f]))
                            for f in TraceArrays._fields))
     return Merged(arrays, np.array(ten_ev, np.int64), np.array(k_off, np.int64),
-                  np.concatenate(ranks).astype(np.int64), np.concatenate(vbases))
+                  np.concatenate(ranks).astype(np.int64), np.concatenate(vbases),
+                  np.concatenate(tens))
 
 
 @dataclass
@@ -225,8 +228,8 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
         fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
     mst = mem.init(MemoryContext(n_t, cap))
     S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
-                  translation=tr, b_vbase=m.b_vbase, n_out_rows=n_t, features=fv,
-                  n_tenants=n_t, mem=contiguous(mst))
+                  translation=tr, b_vbase=m.b_vbase, b_tenant=m.b_tenant, n_out_rows=n_t,
+                  features=fv, n_tenants=n_t, mem=contiguous(mst))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
     wctx, wst = walker_state(wk, S, n_t)

@@ -37,10 +37,9 @@ def block_service_rank(trace: Trace, T=None) -> np.ndarray:
 REMOTE_CODES = {"driver": 1, "uvmsmart": 2}
 
 
-def block_vbase(T, tenant: int = 0) -> np.ndarray:
-    """Translation base of each VA block: tenant << 44 | virtual page of window position 0."""
-    return (np.int64(tenant) << np.int64(44)) + (T.b_first_vpage.astype(np.int64)
-                                                 - T.b_lo.astype(np.int64))
+def block_vbase(T) -> np.ndarray:
+    """Translation base of each VA block: the virtual page of its window position 0."""
+    return T.b_first_vpage.astype(np.int64) - T.b_lo.astype(np.int64)
 
 
 def feature_vector(model: Model) -> np.ndarray:

@@ -35,7 +35,7 @@ def evict_one(est, S, T, out_row, tick):
     blk = np.int64(S.chunk_block[c])  # int64 like release_chunk's other callers' blocks
     if blk < 0:
         raise RuntimeError("eviction policy named a chunk that is not in use")
-    if S.scal[S_VTEN] >= 0 and (S.b_vbase[blk] >> 44) != S.scal[S_VTEN]:
+    if S.scal[S_VTEN] >= 0 and S.b_tenant[blk] != S.scal[S_VTEN]:
         raise RuntimeError("eviction policy named a chunk of another tenant than asked")
     lo = T.b_lo[blk]
     p0 = T.b_page0[blk] - lo
@@ -118,7 +118,7 @@ def release_chunk(est, S, T, blk):
     S.scal[S_NFREE] += 1
     if S.fcfg[F_SMALL] != 0.0:
         S.scal[S_FREEPG] += block_pages(T, blk)
-    S.t_chunks[S.b_vbase[blk] >> 44] -= 1
+    S.t_chunks[S.b_tenant[blk]] -= 1
     EV_ON_RELEASE(est, S, T, c, blk)
 
 
@@ -140,7 +140,7 @@ def ensure_chunk(est, S, T, blk, out_row, tick):
     c = S.b_chunk[blk]
     if c >= 0:
         return c
-    ten = S.b_vbase[blk] >> 44
+    ten = S.b_tenant[blk]
     while True:
         j = MEM_RESERVE(S.mem, S, T, ten)
         if j < 0:
@@ -657,8 +657,10 @@ def tlb_shootdown(S, blk, lo, hi):
     """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
     sh = S.xli[XL_SHIFT]
     ways = S.xli[XL_WAYS]
-    for tag in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
-        base = tlb_set_base(S, tag)
+    ten = S.b_tenant[blk]
+    for vt in range((S.b_vbase[blk] + lo) >> sh, ((S.b_vbase[blk] + hi) >> sh) + 1):
+        tag = vt * S.t_chunks.size + ten
+        base = tlb_set_base(S, ten, vt)
         for w in range(base, base + ways):
             if S.tlb_tag[w] == tag:
                 S.tlb_tag[w] = -1
@@ -666,17 +668,19 @@ def tlb_shootdown(S, blk, lo, hi):
 
 
 @_jit
-def tlb_set_base(S, tag):
-    """First way of the TLB set that holds `tag`. With the TLB sliced among tenants
-    (S.xli[XL_TLB_SLICES] = their number) a tenant's tags map only into its own equal share
-    of the sets; the tenant is in the tag's high bits (b_vbase: tenant << 44)."""
+def tlb_set_base(S, ten, vt):
+    """First way of the TLB set that holds tenant ten's virtual page vt (of translation
+    size). With the TLB sliced among tenants (S.xli[XL_TLB_SLICES] = their number) a
+    tenant's pages map only into its own equal share of the sets. Tenants' pages are spread
+    by TLB_TENANT_SPREAD (uvmsim.engine.state); ten < MAX_TENANTS and vt < 2^50 keep the
+    sum below 2^63."""
+    h = (ten << (TLB_TENANT_SPREAD - S.xli[XL_SHIFT])) + vt
     nsets = S.xli[XL_SETS]
     n = S.xli[XL_TLB_SLICES]
     if n > 0:
         per = nsets // n
-        ten = tag >> (44 - S.xli[XL_SHIFT])
-        return ((ten % n) * per + tag % per) * S.xli[XL_WAYS]
-    return (tag % nsets) * S.xli[XL_WAYS]
+        return ((ten % n) * per + h % per) * S.xli[XL_WAYS]
+    return (h % nsets) * S.xli[XL_WAYS]
 
 
 @_jit
@@ -684,9 +688,11 @@ def translate(wst, S, T, d, t, row):
     """TLB lookup for dense page d at time t; a miss walks on the walker the walker
     component picks. Returns when the translation is ready (t on a hit)."""
     blk = T.page_block[d]
-    tag = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
+    ten = S.b_tenant[blk]
+    vt = (S.b_vbase[blk] + T.page_pos[d]) >> S.xli[XL_SHIFT]
+    tag = vt * S.t_chunks.size + ten  # tenants' pages never share a tag (MAX_TENANTS)
     ways = S.xli[XL_WAYS]
-    base = tlb_set_base(S, tag)
+    base = tlb_set_base(S, ten, vt)
     S.xli[XL_TICK] += 1
     slot = -1
     for w in range(base, base + ways):
@@ -703,7 +709,7 @@ def translate(wst, S, T, d, t, row):
             slot = w
     S.counts[row, C_TLB_MISSES] += 1
     S.counts[row, C_PAGE_WALKS] += 1
-    wk = WK_PICK(wst, S, S.b_vbase[blk] >> 44, t)
+    wk = WK_PICK(wst, S, ten, t)
     if wk < 0 or wk >= S.walk_free.size:
         raise RuntimeError("walker component picked a walker that does not exist")
     start = max(t, S.walk_free[wk])
@@ -978,7 +984,7 @@ def ft_miss(S, T, k, r, d, now):
         if adv & ADV_PREF_CPU:
             ft_remote(S, T, k, r, d)
             return True
-    if S.t_remote[S.b_vbase[T.page_block[d]] >> 44]:
+    if S.t_remote[S.b_tenant[T.page_block[d]]]:
         # a scheduler component's hint for the whole tenant: map remotely, do not migrate
         ft_remote(S, T, k, r, d)
         return True

@@ -13,6 +13,8 @@ import numpy as np
 from numba import types
 from numba.experimental import structref
 
+from ..errors import ConfigError
+
 # pstate bits, one byte per dense page
 POP = np.uint8(1)   # populated: the page has data somewhere
 RES = np.uint8(2)   # resident on the GPU
@@ -105,7 +107,7 @@ _STATE_FIELDS = [
     "times",        # float64[n_kernels+1, N_TIMES]
     "hw",           # float64[N_HW]
     # address translation and the simulated clock (size-1 dummies when off)
-    "b_vbase",      # int64[n_blocks] tenant << 44 | virtual page of window position 0
+    "b_vbase",      # int64[n_blocks] virtual page of window position 0 (< 2^50)
     "tlb_tag",      # int64[sets*ways] translation tag held by each TLB entry, -1 if none
     "tlb_ready",    # float64[sets*ways] time its walk completes (a later miss merges)
     "tlb_used",     # int64[sets*ways] LRU stamp within the set
@@ -121,7 +123,8 @@ _STATE_FIELDS = [
     "pg_adv",       # uint8[n_pages] cudaMemAdvise bits (ADV_*)
     "ac_count",     # int64[n_blocks*32] access counters (per block or 64 KiB leaf)
     "ac_trips",     # int32[n_blocks*32] round trips (evictions) per 64 KiB leaf
-    # tenants (one for simulate): the tenant of a block is b_vbase >> 44
+    # tenants (one for simulate)
+    "b_tenant",     # int64[n_blocks] tenant whose trace the block belongs to (0..n_tenants-1)
     "t_chunks",     # int64[n_tenants] chunks each tenant's blocks hold
     "t_live",       # uint8[n_tenants] 1 while the tenant has events left (the front end)
     "t_remote",     # uint8[n_tenants] 1 while a scheduler component has the tenant's GPU
@@ -139,6 +142,16 @@ N_XLI = 8
 # xli slot: tenants the TLB's sets are sliced among (0: one TLB shared by all); set by
 # multi-tenant walker components with tlb_slices (uvmsim.components.walkers)
 XL_TLB_SLICES = 6
+# A TLB entry's tag is the tenant's virtual page of translation size times the number of
+# tenants plus the tenant: two tenants' pages never share a tag. Pages are below 2^50
+# (docs/trace-format.md), so with at most MAX_TENANTS tenants a tag stays below 2^63.
+MAX_TENANTS = 1 << 13
+VPAGE_LIMIT = 1 << 50
+# The set of a tag is that of the virtual page offset by tenant << TLB_TENANT_SPREAD pages
+# (modulo the sets), which spreads tenants' equal addresses over different sets of a TLB
+# whose set count is not a power of two (the placement tags had when they carried the
+# tenant in those bits, kept so translated multi-tenant replays count as before)
+TLB_TENANT_SPREAD = 44
 # xlf slots: walk latency, time the (shared) driver and its copy engine become free
 XF_WALK_NS, XF_DRIVER_FREE = range(2)
 N_XLF = 4
@@ -226,18 +239,30 @@ _define_trace_proxy()
 
 def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_size: int,
               b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
-              b_vbase: np.ndarray | None = None, n_out_rows: int = 1,
+              b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
+              n_out_rows: int = 1,
               features: np.ndarray | None = None, capacity: int | None = None,
               n_tenants: int = 1, mem: tuple | None = None) -> EngineState:
     """All-empty state: nothing populated or resident, every chunk free, TLB empty.
 
     `translation` (uvmsim.config.Translation or None) sizes the TLB and walkers; `b_vbase`
-    is each block's translation base (tenant << 44 | virtual page of window position 0);
+    is each block's translation base (the virtual page of its window position 0) and
+    `b_tenant` its tenant (default: all 0); both are checked here, as compiled code indexes
+    tenant arrays with b_tenant and builds TLB tags from both;
     `n_out_rows` rows after the kernels' collect what happens outside kernels (one per
     tenant in a multi-tenant replay); `capacity` is the GPU's in chunks when the pool
     holds fewer (n_chunks; see S_CAP); `mem` the memory component's state (None: the
     default component's, NoMemState).
     """
+    if not 1 <= n_tenants <= MAX_TENANTS:
+        raise ConfigError(f"{n_tenants} tenants: between 1 and {MAX_TENANTS} may share a GPU")
+    b_vbase = (np.zeros(n_blocks, np.int64) if b_vbase is None
+               else np.ascontiguousarray(b_vbase, np.int64))
+    b_tenant = (np.zeros(n_blocks, np.int64) if b_tenant is None
+                else np.ascontiguousarray(b_tenant, np.int64))
+    for name, x, hi in (("b_vbase", b_vbase, VPAGE_LIMIT), ("b_tenant", b_tenant, n_tenants)):
+        if x.size != n_blocks or (x.size and (int(x.min()) < 0 or int(x.max()) >= hi)):
+            raise ConfigError(f"engine state: {name} must hold {n_blocks} values in 0..{hi - 1}")
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
     scal = np.zeros(N_SCAL, np.int64)
@@ -276,8 +301,7 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         xli[XL_WALKERS] = walkers
         xlf[XF_WALK_NS] = float(translation.walk_ns)
     fields.update(
-        b_vbase=(np.zeros(n_blocks, np.int64) if b_vbase is None
-                 else np.ascontiguousarray(b_vbase, np.int64)),
+        b_vbase=b_vbase,
         tlb_tag=np.full(n_entries, -1, np.int64), tlb_ready=np.zeros(n_entries, np.float64),
         tlb_used=np.zeros(n_entries, np.int64), walk_free=np.zeros(walkers, np.float64),
         xli=xli, xlf=xlf)
@@ -290,7 +314,7 @@ def new_state(n_pages: int, n_blocks: int, n_chunks: int, n_kernels: int, batch_
         pg_throt=np.zeros(npg, np.uint8), pg_adv=np.zeros(npg, np.uint8),
         ac_count=np.zeros(nac, np.int64), ac_trips=np.zeros(nac, np.int32))
     fields.update(
-        t_chunks=np.zeros(n_tenants, np.int64), t_live=np.ones(n_tenants, np.uint8),
+        b_tenant=b_tenant, t_chunks=np.zeros(n_tenants, np.int64), t_live=np.ones(n_tenants, np.uint8),
         t_remote=np.zeros(n_tenants, np.uint8),
         mem=NoMemState(np.zeros(1, np.int64)) if mem is None else mem)
     return EngineState(*(fields[f] for f in _STATE_FIELDS))

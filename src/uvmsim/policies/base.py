@@ -89,9 +89,9 @@ def no_hit(st, S, T, chunk, blk, pos, tick):
 def may_evict(S, c):
     """Whether chunk c (in use) may be the victim of this eviction: always, unless a memory
     component restricted it to one tenant's chunks (S.scal[S_VTEN] >= 0; a block's tenant is
-    b_vbase >> 44). Victim hooks skip the chunks it rejects, keeping their own order."""
+    S.b_tenant). Victim hooks skip the chunks it rejects, keeping their own order."""
     ten = S.scal[S_VTEN]
-    return ten < 0 or (S.b_vbase[S.chunk_block[c]] >> 44) == ten
+    return ten < 0 or S.b_tenant[S.chunk_block[c]] == ten
 
 
 # the state of a policy that needs none

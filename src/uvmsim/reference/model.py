@@ -41,7 +41,8 @@ from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_REA
                              F_ON, OP_HOST_ACCESS, POP, RES, S_FREEPG, S_NBATCH, S_NFREE,
                              S_VTEN, T_DRV_WAIT, T_STALL,
                             T_TRANSFER, T_WALKQ, T_XLATE, XF_DRIVER_FREE, XF_WALK_NS, XL_ON,
-                            XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES, XL_WAYS)
+                            TLB_TENANT_SPREAD, XL_SETS, XL_SHIFT, XL_TICK, XL_TLB_SLICES,
+                            XL_WAYS)
 from ..engine.build import policy_key
 from ..engine.bits import from_positions, to_positions
 from ..engine.timing import transfer_dtoh_ns, transfer_ns
@@ -120,7 +121,7 @@ class ReferenceModel:
         blk = int(S.chunk_block[c])
         if c < 0 or blk < 0:
             raise RuntimeError("eviction policy named a chunk that is not in use")
-        if S.scal[S_VTEN] >= 0 and int(S.b_vbase[blk]) >> 44 != S.scal[S_VTEN]:
+        if S.scal[S_VTEN] >= 0 and int(S.b_tenant[blk]) != S.scal[S_VTEN]:
             raise RuntimeError("eviction policy named a chunk of another tenant than asked")
         lo = int(T.b_lo[blk])
         p0 = int(T.b_page0[blk]) - lo
@@ -187,7 +188,7 @@ class ReferenceModel:
         S.scal[S_NFREE] += 1
         if S.fcfg[F_SMALL]:
             S.scal[S_FREEPG] += self.block_pages(blk)
-        S.t_chunks[int(S.b_vbase[blk]) >> 44] -= 1
+        S.t_chunks[int(S.b_tenant[blk])] -= 1
         self.EV_ON_RELEASE(self.est, S, self.T, c, blk)
 
     def block_pages(self, blk: int) -> int:
@@ -204,7 +205,7 @@ class ReferenceModel:
         c = int(S.b_chunk[blk])
         if c >= 0:
             return c
-        ten = int(S.b_vbase[blk]) >> 44
+        ten = int(S.b_tenant[blk])
         while (j := int(self.MEM_RESERVE(S.mem, S, self.T, ten))) >= 0:
             self.evict_from(j, out_row, tick)
         while S.scal[S_NFREE] == 0:
@@ -441,7 +442,7 @@ class ReferenceModel:
             if adv & ADV_PREF_CPU:
                 self.remote_access(k, r, d)
                 return True
-        if S.t_remote[int(S.b_vbase[T.page_block[d]]) >> 44]:
+        if S.t_remote[int(S.b_tenant[T.page_block[d]])]:
             self.remote_access(k, r, d)
             return True
         if self.thrashing and S.pg_pin[d] > now:
@@ -539,34 +540,38 @@ class ReferenceModel:
         """Pages lo..hi of a block left the GPU: drop the TLB entries that translate them."""
         S = self.S
         sh, ways = int(S.xli[XL_SHIFT]), int(S.xli[XL_WAYS])
-        vb = int(S.b_vbase[blk])
-        for tag in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
-            base = self.tlb_set_base(tag)
+        vb, ten = int(S.b_vbase[blk]), int(S.b_tenant[blk])
+        for vt in range((vb + lo) >> sh, ((vb + hi) >> sh) + 1):
+            tag = vt * S.t_chunks.size + ten
+            base = self.tlb_set_base(ten, vt)
             for w in range(base, base + ways):
                 if S.tlb_tag[w] == tag:
                     S.tlb_tag[w] = -1
                     self._fill_id.pop(w, None)
                     break
 
-    def tlb_set_base(self, tag: int) -> int:
-        """First way of the set holding `tag`; with the TLB sliced among n tenants, a set
-        of the tag's tenant's own share (sets // n of them)."""
+    def tlb_set_base(self, ten: int, vt: int) -> int:
+        """First way of the set holding tenant ten's virtual page vt: that of vt plus ten
+        << TLB_TENANT_SPREAD; with the TLB sliced among n tenants, a set of the tenant's
+        own share (sets // n of them)."""
         S = self.S
+        h = (ten << (TLB_TENANT_SPREAD - int(S.xli[XL_SHIFT]))) + vt
         nsets, n = int(S.xli[XL_SETS]), int(S.xli[XL_TLB_SLICES])
         if n > 0:
             per = nsets // n
-            ten = tag >> (44 - int(S.xli[XL_SHIFT]))
-            return ((ten % n) * per + tag % per) * int(S.xli[XL_WAYS])
-        return (tag % nsets) * int(S.xli[XL_WAYS])
+            return ((ten % n) * per + h % per) * int(S.xli[XL_WAYS])
+        return (h % nsets) * int(S.xli[XL_WAYS])
 
     def translate(self, d: int, t: float, row: int, walks: list):
         """TLB lookup for dense page d at time t. A miss starts a walk process (appended to
         `walks`); a miss on an entry whose walk is in flight merges with it."""
         S, T = self.S, self.T
         blk = int(T.page_block[d])
-        tag = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.xli[XL_SHIFT])
+        ten = int(S.b_tenant[blk])
+        vt = (int(S.b_vbase[blk]) + int(T.page_pos[d])) >> int(S.xli[XL_SHIFT])
+        tag = vt * S.t_chunks.size + ten   # a (tenant, page) pair, as in the engine
         ways = int(S.xli[XL_WAYS])
-        base = self.tlb_set_base(tag)
+        base = self.tlb_set_base(ten, vt)
         S.xli[XL_TICK] += 1
         slot = -1
         for w in range(base, base + ways):
@@ -591,7 +596,7 @@ class ReferenceModel:
             self._fill_id[slot] = fill
         # the walker component names the pool; the walk queues there (FIFO). A request
         # granted at once takes its walker now, so the next miss at this instant sees it busy
-        p = self.wk.choose(self.wctx, S.walk_free, int(S.b_vbase[blk]) >> 44, t)
+        p = self.wk.choose(self.wctx, S.walk_free, ten, t)
         req = self.walkers[p].request()
         now = req.triggered
         if now:

@@ -25,7 +25,7 @@ def admit(st, S, T, ten, k, live):
     for c in range(S.chunk_block.size):
         b = S.chunk_block[c]
         if b >= 0:
-            j = S.b_vbase[b] >> 44
+            j = S.b_tenant[b]
             if j != ten and live[j]:
                 held += 1
     return ws[k] + held <= cap
@@ -38,7 +38,7 @@ def init(ctx):
 def admit_py(st, S, T, ten, k, live):
     """Mirror of `admit` for the reference model."""
     used = S.chunk_block[S.chunk_block >= 0]
-    owner = S.b_vbase[used] >> 44
+    owner = S.b_tenant[used]
     held = int(np.sum((owner != ten) & (np.asarray(live)[owner] != 0)))
     return int(st.ws[k]) + held <= int(st.cap[0])
 
