@@ -150,23 +150,6 @@ def test_probe_table_from_rows():
     assert "| host_read_stream | 2 | 0 | 10 | 128 (0 / 0) | 300 | 128 |" in t2 and "50%" in t2
 
 
-def test_traffic_every_run_must_have_moved(tmp_path):
-    # 4 pages the CPU wrote, read by k1; k2 then touches those 4 and 6 pages more
-    from uvmsim.trace.builder import TraceBuilder
-    b = TraceBuilder()
-    x = b.alloc(2 * MiB)
-    b.host_access(b.base(x), 4 * 4096, "write")
-    b.kernel("k1", reads=b.pages(x, 0, 4))
-    b.kernel("k2", reads=b.pages(x, 0, 10))
-    bd = analyze.trace_bounds(b.build())
-    assert bd[["U", "H", "G"]].values.tolist() == [[4, 4, 0], [10, 0, 4]]
-    # unlimited memory: the 4 host pages once, nothing evicted
-    assert analyze.required_traffic(bd, 1 << 30) == (4 * 4096, 0)
-    # 2 pages of memory: k2 finds at most 2 of its 4 GPU pages resident, so 2 come back in;
-    # k1 cannot keep its 4, k2 its 10: 2 + 8 pages evicted
-    assert analyze.required_traffic(bd, 2 * 4096) == (6 * 4096, 10 * 4096)
-
-
 def test_hypotheses_decide_from_rows():
     base = {c: 0 for c in probes.PROBE_COLUMNS}
     runs = [dict(base, probe="evict_order", factor=f, status="ok") for f in (1.25, 1.5)]

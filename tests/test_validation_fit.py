@@ -63,3 +63,51 @@ def test_stored_validation_results_agree_with_the_runs_and_the_doc():
     # the doc's table is what the stored rows give
     doc = (ROOT / "docs/validation.md").read_text()
     assert fit.markdown_summary(df) in doc
+
+
+def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, monkeypatch,
+                                                                      capsys):
+    from uvmsim.trace import synth
+    MiB = 1 << 20
+    (tmp_path / "traces").mkdir()
+    for w in ("stream", "mlp_pca"):
+        synth.write("sequential", tmp_path / "traces" / f"{w}.uvmtrace",
+                    footprint_bytes=16 * MiB, kernels=2)
+    rows = []
+    for w, kind, gpu, f in (("stream", "cuda", "NVIDIA H200", 1), ("stream", "cuda", "NVIDIA H200", 2),
+                            ("stream", "cuda", "NVIDIA H100 80GB HBM3", 1),
+                            ("mlp_pca", "torch", "", 1)):
+        rows.append({"workload": w, "kind": kind, "factor": f, "real_s": 0.01 * f,
+                     "censored": "false", "faults": 1 if f == 1 else None,
+                     "htod_bytes": 4 * MiB if f == 1 else None, "dtoh_bytes": 0,
+                     "free_bytes": int(32 * MiB / f), "reserve_bytes": 16 * MiB,
+                     "split": "fit", "gpu": gpu})
+    (tmp_path / "results").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "real_runs.csv", index=False)
+    monkeypatch.setattr(fit, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(fit, "TRACES", tmp_path / "traces")
+    monkeypatch.setattr(fit, "_TRACES", {})
+    monkeypatch.setattr(fit, "_BOUNDS", {})
+    runs = fit.load_runs("cuda=4")
+    cap = dict(zip(zip(runs["workload"], runs["card"], runs["factor"]), runs["capacity_bytes"]))
+    # CUDA rows lose the context's 4 MiB; PyTorch rows (and runs from before the gpu column,
+    # the H200's) their measured reserve
+    assert cap[("stream", "h200", 2)] == 16 * MiB - 4 * MiB
+    assert cap[("stream", "h100", 1)] == 32 * MiB - 4 * MiB
+    assert cap[("mlp_pca", "h200", 1)] == 32 * MiB - 16 * MiB
+    assert fit.load_runs("cuda=reserve")["capacity_bytes"].max() == 32 * MiB - 16 * MiB
+    df = fit.predict(runs, fit.model_maker("auto", {}, {}))
+    assert dict(zip(df["card"], df["model"])) == {"h200": "h200", "h100": "h100"}
+    # each card's slowdown is over its own factor-1 run
+    h200 = df[(df["workload"] == "stream") & (df["card"] == "h200")].set_index("factor")
+    assert h200.loc[2, "real_slowdown"] == pytest.approx(2.0)
+    # beside CUPTI's bytes, what the run must have moved: a fresh synthetic trace has no host
+    # data, and 32 MiB of memory hold its 16 MiB
+    one = df[df["real_htod_bytes"].notna()]
+    assert (one["required_htod_bytes"] == 0).all() and (one["required_dtoh_bytes"] == 0).all()
+    # the synthetic trace names no card: its H100 rows replay another card's durations
+    assert "stream was traced on h200, its h100 runs" in capsys.readouterr().err
+    forced = fit.predict(runs, fit.model_maker("contract", {"slices": True}, {}))
+    assert set(forced["model"]) == {"contract"}
+    with pytest.raises(SystemExit, match="not KIND=MiB"):
+        fit.parse_context("cuda=four")

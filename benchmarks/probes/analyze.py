@@ -33,20 +33,18 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
 from uvmsim import simulate  # noqa: E402
+from uvmsim.groundtruth import required_traffic, trace_bounds  # noqa: E402
 from uvmsim.trace import load_trace  # noqa: E402
-from uvmsim.trace.format import (OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL,  # noqa: E402
-                                 OP_MEMSET, OP_PREFETCH, ARG_CPU)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 TRACES = HERE / "traces"
 MiB = 1 << 20
-PAGE = 4096
 BLOCK = 2 * MiB
 #: GPU memory the CUDA context takes after the balloon measured the free memory: the
 #: driver evicted only once the managed data reached free_bytes - 4 MiB (capacity_facts)
 CONTEXT_BYTES = 4 * MiB
-DEFAULT_VARIANTS = "h200,contract,h200:free,h100:free"
+DEFAULT_VARIANTS = "h100:free,h200,contract,h200:free"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -76,59 +74,6 @@ def capacity(run: dict, how: str) -> int:
     if how == "free":
         return int(run["free_bytes"]) - CONTEXT_BYTES
     return int(run["capacity_bytes"])
-
-
-# --------------------------------------------------------------------------- bounds
-def trace_bounds(trace) -> pd.DataFrame:
-    """Per kernel, in pages: U (distinct pages it touches), H (of those, pages whose data is
-    on the host at its start) and G (on the GPU), in the view of a GPU with unlimited
-    memory: host accesses and prefetches to the CPU move pages to the host, kernels, copies,
-    memsets and prefetches to the GPU move them to the GPU, frees drop them.
-
-    With C pages of GPU memory a real run must then have moved, during kernel k, at least
-    H + max(0, G - C) pages host-to-device (its resident pages at the start are among the G;
-    every touch of non-resident data migrates it, docs/model.md H1) and evicted at least
-    max(0, U - C) pages (what it touched does not all fit); CUPTI's records can be checked
-    against both without trusting CUPTI."""
-    a = trace.arrays
-    npages = int(a.page_block.size)
-    state = np.zeros(npages, np.int8)          # 0 unpopulated, 1 host, 2 GPU
-    rows = []
-    for e in range(a.ev_op.size):
-        op = int(a.ev_op[e])
-        segs = range(int(a.ev_seg_start[e]), int(a.ev_seg_start[e + 1]))
-        if op == OP_KERNEL:
-            k = int(a.ev_kernel[e])
-            pg = np.unique(a.row_page[a.k_row_start[k]:a.k_row_start[k + 1]])
-            st = state[pg]
-            rows.append({"k": k, "U": int(pg.size), "H": int((st == 1).sum()),
-                         "G": int((st == 2).sum())})
-            state[pg] = 2
-        elif op == OP_HOST_ACCESS:
-            for s in segs:
-                lo, hi = int(a.seg_first[s]), int(a.seg_last[s]) + 1
-                state[lo:hi] = 1
-        elif op in (OP_HTOD, OP_MEMSET) or (op == OP_PREFETCH and int(a.ev_arg[e]) != ARG_CPU):
-            for s in segs:
-                state[int(a.seg_first[s]):int(a.seg_last[s]) + 1] = 2
-        elif op == OP_PREFETCH:
-            for s in segs:
-                lo, hi = int(a.seg_first[s]), int(a.seg_last[s]) + 1
-                state[lo:hi] = np.where(state[lo:hi] == 2, 1, state[lo:hi])
-        elif op == OP_FREE and int(a.ev_alloc[e]) >= 0:
-            al = int(a.ev_alloc[e])
-            off = int(a.a_page_off[al])
-            state[off:off + int(a.a_npages[al])] = 0
-    return pd.DataFrame(rows, columns=["k", "U", "H", "G"])
-
-
-def required_traffic(bounds: pd.DataFrame, free_bytes: int) -> tuple[int, int]:
-    """(HtoD, DtoH) bytes every run must have moved with at most `free_bytes` of GPU memory
-    (trace_bounds): the driver cannot keep more than the free memory resident."""
-    c = free_bytes // PAGE
-    htod = int((bounds["H"] + np.maximum(bounds["G"] - c, 0)).sum()) * PAGE
-    dtoh = int(np.maximum(bounds["U"] - c, 0).sum()) * PAGE
-    return htod, dtoh
 
 
 # --------------------------------------------------------------------------- replays

@@ -41,9 +41,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(HERE))
 # children (`python -m uvmsim.record`) import the package from src/ too
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO / "src")] + [x for x in [os.environ.get("PYTHONPATH")] if x])
+
+from cards import card_of  # noqa: E402  (benchmarks/validate/cards.py)
 
 RESULTS = HERE / "results"
 TRACES = HERE / "traces"
@@ -55,7 +58,11 @@ RUN_COLUMNS = ["workload", "kind", "factor", "real_s", "censored", "timeout_s", 
                "split", "reserve_bytes", "wall_s", "exit_status", "balloon_bytes",
                "free_at_exit_bytes", "managed_peak_bytes", "counters_real_s",
                "counters_censored", "gpu_fault_records", "htod_demand_bytes",
-               "htod_prefetch_bytes", "dtoh_eviction_bytes", "thrashing", "throttling", "date"]
+               "htod_prefetch_bytes", "dtoh_eviction_bytes", "thrashing", "throttling", "date",
+               "gpu"]
+# a run is one workload at one factor on one kind of card (fit.py replays each row with its
+# card's model); runs on the H200, the suite's first card, keep their unsuffixed names
+RUN_KEY = ("workload", "factor", "gpu")
 RESERVE_CANDIDATES_MIB = (0, 16, 32, 64, 128, 256, 512)
 RESERVE_PROBE = {"cuda": "stream", "torch": "mlp_pca"}
 FOOT_COLUMNS = ["workload", "footprint_bytes", "trace_kernels", "trace_rows", "trace_bytes",
@@ -101,6 +108,12 @@ def upsert(path: Path, columns: list[str], row: dict, key: tuple[str, ...]) -> N
         for r in rows:
             wr.writerow({c: r.get(c, "") for c in columns})
     tmp.replace(path)
+
+
+def gpu_name() -> str:
+    r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                       capture_output=True, text=True)
+    return r.stdout.splitlines()[0].strip() if r.returncode == 0 and r.stdout else ""
 
 
 def build() -> None:
@@ -194,7 +207,8 @@ def run_row(w: dict[str, str], r: dict, c: dict | None) -> dict:
            "reserve_bytes": r["reserve_bytes"], "wall_s": f"{r['wall_s']:.3f}",
            "exit_status": r["exit_status"], "balloon_bytes": r["balloon_bytes"],
            "free_at_exit_bytes": r["free_at_exit_bytes"],
-           "managed_peak_bytes": r["managed_peak_bytes"], "date": r["date"]}
+           "managed_peak_bytes": r["managed_peak_bytes"], "date": r["date"],
+           "gpu": r.get("gpu", "")}
     if c is not None:
         t = c["totals"]
         row.update(faults=t["gpu_page_faults"], htod_bytes=t["htod_bytes"],
@@ -220,14 +234,16 @@ def rebuild() -> None:
         cp = p.with_name(p.name.replace(".json.gz", "__counters.json.gz"))
         c = json.load(gzip.open(cp)) if cp.exists() else None
         r.setdefault("kernels_incomplete", 0)
-        upsert(path, RUN_COLUMNS, run_row(byname[r["workload"]], r, c), ("workload", "factor"))
+        upsert(path, RUN_COLUMNS, run_row(byname[r["workload"]], r, c), RUN_KEY)
 
 
 def do_real(w: dict[str, str], factor: float, counter_factors: set[float],
             counter_max_s: float) -> None:
     from uvmsim.groundtruth import run
     fp, reserve = footprint_of(w), reserve_of(w["kind"])
-    name = f"{w['workload']}__f{factor:g}"
+    card = card_of(gpu_name())
+    name = (f"{w['workload']}__f{factor:g}" if card == "h200"
+            else f"{w['workload']}__{card}__f{factor:g}")
     (RESULTS / "runs").mkdir(parents=True, exist_ok=True)
     kw = dict(factor=factor, footprint=fp, timeout_s=float(w["timeout_s"]), reserve=reserve)
     r = run(command(w), counters=False, **kw)
@@ -240,7 +256,7 @@ def do_real(w: dict[str, str], factor: float, counter_factors: set[float],
             with gzip.open(RESULTS / "runs" / f"{name}{tag}.json.gz", "wt") as f:
                 json.dump(x, f)
     row = run_row(w, r, c)
-    upsert(RESULTS / "real_runs.csv", RUN_COLUMNS, row, ("workload", "factor"))
+    upsert(RESULTS / "real_runs.csv", RUN_COLUMNS, row, RUN_KEY)
     log(f"real {name}: real_s={row['real_s']} censored={row['censored']} "
         f"faults={row.get('faults', '-')} htod={row.get('htod_bytes', '-')} "
         f"dtoh={row.get('dtoh_bytes', '-')} counters_real_s={row.get('counters_real_s', '-')} "
@@ -308,7 +324,9 @@ def main() -> int:
         ws = [w for w in ws if w["workload"] in want]
     RESULTS.mkdir(exist_ok=True)
     build()
-    done = {(r["workload"], float(r["factor"])) for r in read_csv(RESULTS / "real_runs.csv")}
+    gpu = gpu_name() if "real" in steps else ""
+    done = {(r["workload"], float(r["factor"])) for r in read_csv(RESULTS / "real_runs.csv")
+            if card_of(r.get("gpu", "")) == card_of(gpu)}
     left: list[str] = []
     if "trace" in steps:
         for w in ws:
