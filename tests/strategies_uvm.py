@@ -11,18 +11,26 @@ _REGION = 8 << 20   # each allocation gets its own 8 MiB region: no overlaps
 
 
 @st.composite
-def programs(draw, max_allocs: int = 3, max_ops: int = 8, v11: bool = False):
+def programs(draw, max_allocs: int = 3, max_ops: int = 8, v11: bool = False,
+             packed: bool = False):
     """A TraceBuilder holding allocations (some host, some not 2 MiB aligned), kernels with
     read/write/atomic rows, copies, memsets, prefetches to gpu/cpu, advises and frees. With
     v11, also kernels in 1..5 time slices (rows with random slice masks) and host_access
-    events."""
+    events. With `packed`, allocations follow each other a few pages apart, so small ones
+    share 2 MiB windows (as the CUDA driver's sub-allocation places them)."""
     b = TraceBuilder()
     allocs = []
+    end = 0x7F0000000000
     for i in range(draw(st.integers(1, max_allocs))):
         npages = draw(st.integers(1, 1100))
         off = draw(st.integers(0, 520))
         kind = draw(st.sampled_from(["managed", "managed", "managed", "device", "host"]))
-        base = 0x7F0000000000 + i * _REGION + off * PAGE
+        if packed:
+            npages = draw(st.integers(1, 300))
+            base = end + draw(st.integers(0, 3)) * PAGE
+            end = base + npages * PAGE
+        else:
+            base = 0x7F0000000000 + i * _REGION + off * PAGE
         allocs.append((b.alloc(npages * PAGE, base=base, kind=kind), npages))
     live = list(range(len(allocs)))
     for _ in range(draw(st.integers(1, max_ops))):

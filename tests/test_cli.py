@@ -195,7 +195,8 @@ def test_models_list():
     assert set(ms) == {"contract", "h200", "h100"}
     assert ms["h200"]["host_access"] and not ms["h200"]["slices"]
     # the H100 preset: its calibrated link, with the measurement named as the source
-    assert ms["h100"]["hardware"]["name"] == "h100-pcie5" and ms["h100"]["host_access"]
+    assert ms["h100"]["hardware"]["name"] == "h100-pcie5-fit" and ms["h100"]["host_access"]
+    assert ms["h100"]["shared_windows"] and not ms["h200"]["shared_windows"]
     assert "H100" in ms["h100"]["hardware"]["sources"]["batch_ns"]
     assert "probes" in ms["h100"]["sources"]["fault_batch_size"]
     assert not ms["contract"]["host_access"]

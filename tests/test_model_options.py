@@ -157,11 +157,17 @@ def test_evict_ns_and_dtoh_bandwidth_charge_evictions_only_when_set():
 def test_new_constants_leave_every_calibrated_preset_time_unchanged():
     # only the oversubscription fit sets them, and its sources say where from; a constant a
     # fit looked at and drove to 0 says so ("not identified")
+    fits = {(H200_PCIE5_FIT, "evict_ns"): "validation.md",
+            (H200_PCIE5_FIT, "zero_fill_ns"): "validation.md",
+            (uvmsim.config.H100_PCIE5_FIT, "zero_fill_ns"): "probes"}
     for hw in uvmsim.config.PRESETS.values():
         src = dict(hw.sources)
         for k in ("evict_ns", "dtoh_bw_gbps", "host_fault_ns", "zero_fill_ns"):
-            fitted = hw is H200_PCIE5_FIT and k in ("evict_ns", "zero_fill_ns")
-            assert ("validation.md" in src[k]) == fitted, (hw.name, k)
+            fitted = (hw, k) in fits
+            assert fitted == any(w in src[k] for w in ("validation.md", "fit split of the")), \
+                (hw.name, k)
+            if fitted:
+                assert fits[(hw, k)] in src[k], (hw.name, k)
             if k != "zero_fill_ns":
                 assert (getattr(hw, k) > 0) == fitted, (hw.name, k)
                 assert fitted or "uncalibrated" in src[k] or "not identified" in src[k], \
@@ -274,6 +280,12 @@ def test_model_registry_and_validation():
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
         assert getattr(H200_PCIE5_FIT, k) == getattr(H200_PCIE5, k), k
     assert H200_PCIE5_FIT.evict_ns > 0 and H200_PCIE5.evict_ns == 0
+    # the H100's: its calibrated link, the probes' fit only adding the zero-fill cost
+    h100 = MODELS["h100"]
+    assert h100.hardware is uvmsim.config.H100_PCIE5_FIT and h100.fault_batch_size == 64
+    for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
+        assert getattr(h100.hardware, k) == getattr(uvmsim.config.H100_PCIE5, k), k
+    assert h100.host_access and h100.shared_windows and not CONTRACT.shared_windows
     with pytest.raises(uvmsim.ConfigError, match="unknown model"):
         get_model("h300")
     with pytest.raises(uvmsim.ConfigError, match="fault_batch_size"):

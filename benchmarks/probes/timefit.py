@@ -4,7 +4,7 @@ probes' traces (split.csv), report on the holdout.
     python3 benchmarks/probes/timefit.py [--free batch_ns,fault_ns,...] [--batches 256,64,32]
         [--capacity free|balloon] [--out results/timefit.json]
 
-The H100 probes (results/) are replayed with the `h200` model's options on the H100's
+The H100 probes (results/) are replayed with the `h100` model's options on the H100's
 calibrated link (benchmarks/calibrate/results_h100/fit.json) at the capacity the driver
 really had (free_bytes - 4 MiB, analyze.CONTEXT_BYTES). With the counts fixed the time layer
 is linear in its constants (docs/model.md), so each run is replayed once per constant with
@@ -129,8 +129,9 @@ def main(argv=None) -> int:
                          "for migrate_page_ns, zero_fill_ns and evict_ns)")
     ap.add_argument("--batches", default="256,64,32")
     ap.add_argument("--capacity", default="free", choices=("free", "balloon"))
-    ap.add_argument("--model", default="h200", help="the options' model (its hardware is "
-                                                     "replaced by the H100 calibration)")
+    ap.add_argument("--model", default="h100",
+                    help="the options' model (its hardware is replaced by the H100's "
+                         "calibration, its batch size by each of --batches)")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off",
                     help="switch a model option (small_blocks, slices, host_access, ...)")
     ap.add_argument("--out", type=Path, default=RESULTS / "timefit.json",

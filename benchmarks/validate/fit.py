@@ -367,8 +367,12 @@ def main() -> int:
         print(f"({time.time() - t:.1f} s)")
     elif a.step == "fit":
         cards = [a.card] if a.card else sorted(runs.loc[runs["split"] == "fit", "card"].unique())
-        res = {"cards": {c: fit_card(c, runs, model_for(c), a) for c in cards}}
-        (RESULTS / "fit.json").write_text(json.dumps(res, indent=1) + "\n")
+        path = RESULTS / "fit.json"
+        old = json.loads(path.read_text()) if path.exists() else {}
+        # one file for every card: a call replaces only the cards it fits
+        res = {"cards": {**old.get("cards", {}),
+                         **{c: fit_card(c, runs, model_for(c), a) for c in cards}}}
+        path.write_text(json.dumps(res, indent=1) + "\n")
         print(json.dumps(res, indent=1))
     elif a.step == "report":
         df = predict(runs, model_for)

@@ -19,6 +19,7 @@ from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
 from .results import Result, make_result
 from .trace import Trace, load_trace
+from .trace.windows import share_windows
 
 
 def block_service_rank(trace: Trace, T=None) -> np.ndarray:
@@ -93,7 +94,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
-             small_blocks: bool | None = None) -> Result:
+             small_blocks: bool | None = None, shared_windows: bool | None = None) -> Result:
     """Replay `trace` and return its counts (driver-model.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
@@ -118,6 +119,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     trace's cudaMemAdvise events. A remote access costs `remote_access_ns` per access.
     `small_blocks` counts GPU memory in pages and charges a VA block smaller than 2 MiB (a
     small allocation, or an allocation's part of a 2 MiB window) only its own pages.
+    `shared_windows` replays the view of the trace in which allocations sharing a 2 MiB
+    window are one VA range covering their windows (uvmsim.trace.windows), as the CUDA
+    driver's sub-allocation of small managed allocations makes them.
     """
     run = prepare(trace, model=model, oversub=oversub, capacity_bytes=capacity_bytes,
                   capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
@@ -127,7 +131,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   thrashing=thrashing, remote=remote, advise=advise,
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
-                  remote_access_ns=remote_access_ns, small_blocks=small_blocks)
+                  remote_access_ns=remote_access_ns, small_blocks=small_blocks,
+                  shared_windows=shared_windows)
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.lazy is not None:
@@ -225,10 +230,12 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks): None keeps the model's value.
+    remote_access_ns, small_blocks, shared_windows): None keeps the model's value.
     """
     trace = _as_trace(trace)
     m = get_model(model, **overrides)
+    if m.shared_windows:
+        trace = share_windows(trace)
     pf = get_prefetch(prefetch)
     ev = get_evict(evict)
     hw = m.hardware
@@ -261,7 +268,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "trace": str(trace.path) if trace.path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
-              "small_blocks": m.small_blocks,
+              "small_blocks": m.small_blocks, "shared_windows": m.shared_windows,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
     if streamed:

@@ -949,6 +949,51 @@ def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: Tab
                   has_slices="slices" in acc.column_names)
 
 
+def retable(trace: Trace, *, allocations: TableLike, events: TableLike,
+            source: dict[str, Any]) -> Trace:
+    """`trace` with other allocation and event tables, the same kernels and the same access
+    rows (by virtual page), validated as any trace. A streamed trace stays streamed: its
+    rows are read again from its file, and the new Trace streams them too."""
+    tables = {ALLOCATIONS: _coerce_table(allocations, ALLOCATIONS),
+              EVENTS: _coerce_table(events, EVENTS),
+              KERNELS: _coerce_table(trace.kernels, KERNELS)}
+    drop = trace.dropped_rows > 0
+    if trace.rows is None:
+        acc = _coerce_table(_access_rows(trace), ACCESSES)
+        tables[ACCESSES] = acc
+        return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                      iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                      {f: f for f in REQUIRED_FILES}, _manifest(tables, source), drop, None,
+                      has_slices="slices" in acc.column_names)
+    reread = trace.rows._reread
+    d = trace.path
+    names = {f: str(d / f) for f in REQUIRED_FILES}
+    manifest = {**trace.manifest, "source": source}
+    return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS], reread(),
+                  trace.rows.n_rows + trace.dropped_rows, names, manifest, drop, d,
+                  has_slices=trace.rows.has_slices, reread=reread)
+
+
+def _access_rows(trace: Trace) -> pd.DataFrame:
+    """An in-memory trace's access rows back as a table, by virtual page, in replay order."""
+    a = trace.arrays
+    d = a.row_page.astype(np.int64)
+    al = a.b_alloc[a.page_block[d]].astype(np.int64)
+    page = a.a_first_page[al] + (d - a.a_page_off[al])
+    n = np.diff(a.k_row_start)
+    kid = trace.kernels["kernel_id"].to_numpy().astype(np.uint32)
+    df = pd.DataFrame({
+        "kernel_id": np.repeat(kid, n),
+        "page": page.astype(np.uint64),
+        "flags": a.row_flags,
+        "count": a.row_count,
+        "order": np.concatenate([np.arange(k, dtype=np.uint32) for k in n])
+        if n.size else np.zeros(0, np.uint32)})
+    if a.row_slices.size:
+        df["slices"] = a.row_slices
+    return df
+
+
 def _manifest(tables: dict[str, pa.Table], source: dict[str, Any]) -> dict[str, Any]:
     """The manifest of a trace made of these tables: minor 1 when a v1.1 feature is used,
     so a v1-only reader refuses it by name rather than misreading it."""
