@@ -1,21 +1,34 @@
-"""Collector overhead (GPU machine): ResNet-50 training, plain vs under each pass.
+"""Collector overhead (GPU machine): PyTorch training, plain vs under each pass.
 
-    python3 benchmarks/trace_overhead.py [--batch 32] [--steps 3]
-                                         [--modes plain,timing,pages,pages-noslices]
+    python3 benchmarks/trace_overhead.py [--model resnet50[,mobilenet_v2,...]] [--batch 32]
+                                         [--steps 3] [--image 224] [--layers 2] [--managed]
+                                         [--modes plain,timing,pages,pages-nostreams]
                                          [--json OUT.json] [--lib native_trace/build/libuvmtrace.so]
 
-torchvision ResNet-50 with random weights, batch 32, 3 training iterations
-(native_trace/tests/torch_train.py). For each mode it reports the whole process's wall time
-(Python start, CUDA init, model build, the steps, exit) and the wall time of the training steps
-alone as the script measures it (``train_wall_s``). Traced runs go through `uvmsim.record.record`
-with one pass each; the time to join and write the trace is reported separately. Goal: page pass
-<= 10x plain on the training steps (docs/performance.md). Mode ``pages-noslices`` is the page pass with the time slices
-switched off (UVMTRACE_SLICES=0), to show what the slices cost.
+Each model (native_trace/tests/torch_train.py: resnet50, mobilenet_v2, densenet121 from
+torchvision with random weights, gpt2 a small decoder with --layers, mlp) runs once per mode,
+each a fresh process. Reported: the whole process's wall time, the training steps' wall time as
+the script measures it (``train_wall_s``), their ratio to the plain run, and for page passes
+the collector's own time per launch by phase (the `end` line's timers: preparing the launch's
+state, waiting for the instrumented kernel, reading back, processing, writing, launch
+attributes, host-access scans), the rows, the streams and the trace's size. Modes:
+
+* ``pages``            the page pass as `uvmsim record` runs it (v1.2: slices, streams, launch
+                       attributes, host-access scans);
+* ``pages-nostreams``  the same without per-thread-block streams (UVMTRACE_STREAMS=0);
+* ``pages-v11``        streams and launch attributes off: what the v1.1 collector recorded;
+* ``pages-noslices``   time slices off (UVMTRACE_SLICES=0);
+* ``timing``, ``plain``.
+
+``--managed`` puts PyTorch on managed memory (LD_PRELOAD=native_trace/build/libuvmmanaged.so,
+caching allocator on), where every GPU operation also scans the page table. Goals
+(docs/performance.md): page pass <= 15x plain on the training steps of small scripts.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,6 +41,14 @@ sys.path.insert(0, str(REPO / "src"))
 from uvmsim.record import find_library, record  # noqa: E402
 
 SCRIPT = REPO / "native_trace" / "tests" / "torch_train.py"
+MODES = {  # mode -> (pass, environment)
+    "timing": ("timing", {}),
+    "pages": ("pages", {}),
+    "pages-nostreams": ("pages", {"UVMTRACE_STREAMS": "0"}),
+    "pages-v11": ("pages", {"UVMTRACE_STREAMS": "0", "UVMTRACE_LAUNCH_ATTRS": "0"}),
+    "pages-noslices": ("pages", {"UVMTRACE_SLICES": "0"}),
+}
+PHASES = ("prepare_ns", "wait_ns", "readback_ns", "process_ns", "write_ns", "attrs_ns")
 
 
 def _train_wall(text: str) -> float | None:
@@ -41,11 +62,11 @@ def _losses(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.startswith("step ")]
 
 
-def run_mode(mode: str, args: list[str], lib: Path, tmp: Path) -> dict:
+def run_mode(mode: str, args: list[str], lib: Path, tmp: Path, env: dict[str, str]) -> dict:
     """One run; returns wall times, losses and (for passes) trace figures."""
     if mode == "plain":
         t0 = time.perf_counter()
-        r = subprocess.run(args, capture_output=True, text=True)
+        r = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **env})
         wall = time.perf_counter() - t0
         if r.returncode != 0:
             raise RuntimeError(f"plain run failed ({r.returncode}): {r.stderr[-2000:]}")
@@ -54,69 +75,116 @@ def run_mode(mode: str, args: list[str], lib: Path, tmp: Path) -> dict:
     out = tmp / f"{mode}.uvmtrace"
     raw = tmp / f"raw_{mode}"
     cmd = ["sh", "-c", "exec " + " ".join(f'"{a}"' for a in args) + ' > "$UVMTRACE_OUT/stdout.txt"']
-    pass_name, env = mode, {}
-    if mode == "pages-noslices":
-        pass_name, env = "pages", {"UVMTRACE_SLICES": "0"}
+    pass_name, menv = MODES[mode]
     t0 = time.perf_counter()
-    st = record(out, cmd, pass_name, lib=lib, keep_raw=raw, overwrite=True, extra_env=env)
+    st = record(out, cmd, pass_name, lib=lib, keep_raw=raw, overwrite=True,
+                extra_env={**env, **menv})
     total = time.perf_counter() - t0
     if st != 0:
         raise RuntimeError(f"{mode} pass: program exited {st}")
     src = json.loads((out / "manifest.json").read_text())["source"]
     text = (raw / pass_name / "stdout.txt").read_text()
-    size = sum(f.stat().st_size for f in out.iterdir())
-    raw_size = sum(f.stat().st_size for f in (raw / pass_name).iterdir())
-    return {"process_wall_s": src["pass_wall_s"][pass_name], "train_wall_s": _train_wall(text),
-            "losses": _losses(text), "record_total_s": total,
-            "join_and_write_s": total - src["pass_wall_s"][pass_name],
-            "kernels": src.get("kernels"), "access_rows": src.get("access_rows"),
-            "trace_bytes": size, "raw_bytes": raw_size,
-            "dropped_accesses_device": src.get("dropped_accesses_device")}
+    sizes = {f.name: f.stat().st_size for f in out.iterdir()}
+    res = {"process_wall_s": src["pass_wall_s"][pass_name], "train_wall_s": _train_wall(text),
+           "losses": _losses(text), "record_total_s": total,
+           "join_and_write_s": total - src["pass_wall_s"][pass_name],
+           "kernels": src.get("kernels"), "access_rows": src.get("access_rows"),
+           "trace_bytes": sum(sizes.values()), "file_bytes": sizes,
+           "raw_bytes": sum(f.stat().st_size for f in (raw / pass_name).iterdir()),
+           "dropped_accesses_device": src.get("dropped_accesses_device")}
+    end = src.get("pages_pass_end") or {}
+    tm = end.get("timers")
+    if tm and tm.get("launches"):
+        n = tm["launches"]
+        res["per_launch_us"] = {k[:-3]: tm[k] / n / 1e3 for k in PHASES if k in tm}
+        res["per_launch_us"]["host_scan"] = end.get("host_scan_ns", 0) / n / 1e3
+        res["per_launch_copies"] = tm.get("copies", 0) / n
+        res["per_launch_readback_bytes"] = tm.get("readback_bytes", 0) / n
+        res["launches"] = n
+        res["instrumented_kernel_span_s"] = end.get("kernel_span_ns", 0) / 1e9
+        res["host_scans"] = {k: end.get(k) for k in ("host_scans", "host_scan_ns",
+                                                     "pagemap_scan_fast",
+                                                     "pagemap_scan_checked", "pagemap_scan_off")}
+    if "streams" in src:
+        res["streams"] = src["streams"]
+        res["stream_rows_per_access_row"] = (src["streams"]["rows"] / src["access_rows"]
+                                             if src.get("access_rows") else None)
+    return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--model", default="resnet50", help="one or more, comma-separated")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--layers", type=int, default=2, help="gpt2 layers")
+    ap.add_argument("--tf32", action="store_true",
+                    help="keep PyTorch's TF32 default (on Hopper its cuDNN kernels load through "
+                         "TMA, which the page pass cannot see); default: --no-tf32")
+    ap.add_argument("--managed", action="store_true",
+                    help="PyTorch on managed memory (libuvmmanaged.so in LD_PRELOAD)")
     ap.add_argument("--modes", default="plain,timing,pages")
     ap.add_argument("--lib", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
     a = ap.parse_args()
     lib = find_library(a.lib)
-    args = [sys.executable, str(SCRIPT), "--model", a.model, "--batch", str(a.batch),
-            "--steps", str(a.steps)]
-    res: dict = {"model": a.model, "batch": a.batch, "steps": a.steps, "modes": {}}
+    env: dict[str, str] = {"UVMTRACE_TIMERS": "1"}
+    if a.managed:
+        mlib = lib.parent / "libuvmmanaged.so"
+        if not mlib.is_file():
+            raise SystemExit(f"--managed: {mlib} not found (build native_trace)")
+        env["LD_PRELOAD"] = str(mlib)
+    res: dict = {"batch": a.batch, "steps": a.steps, "image": a.image, "managed": a.managed,
+                 "tf32": a.tf32, "models": {}}
     try:
         import torch
         res["gpu"] = torch.cuda.get_device_name(0)
         res["torch"] = torch.__version__
     except Exception as e:  # noqa: BLE001 - informational only
         res["gpu"] = f"unknown ({e})"
-    with tempfile.TemporaryDirectory(prefix="uvmt-bench-") as td:
-        for mode in a.modes.split(","):
-            r = run_mode(mode, args, lib, Path(td))
-            res["modes"][mode] = r
-            print(f"{mode:14s} process {r['process_wall_s']:8.2f} s  train steps "
-                  f"{r['train_wall_s'] if r['train_wall_s'] is not None else float('nan'):8.2f} s"
-                  + (f"  join+write {r['join_and_write_s']:.1f} s, {r['access_rows']} rows"
-                     if mode != "plain" else ""), flush=True)
-    plain = res["modes"].get("plain")
-    if plain:
-        for mode, r in res["modes"].items():
-            if mode == "plain":
-                continue
-            r["slowdown_process"] = r["process_wall_s"] / plain["process_wall_s"]
-            if r["train_wall_s"] and plain["train_wall_s"]:
-                r["slowdown_train_steps"] = r["train_wall_s"] / plain["train_wall_s"]
-            r["losses_equal_plain"] = r["losses"] == plain["losses"]
-            print(f"{mode}: {r['slowdown_process']:.2f}x process wall, "
-                  f"{r.get('slowdown_train_steps', float('nan')):.2f}x training steps, "
-                  f"losses equal to plain: {r['losses_equal_plain']}", flush=True)
+    for model in a.model.split(","):
+        args = [sys.executable, str(SCRIPT), "--model", model, "--batch", str(a.batch),
+                "--steps", str(a.steps), "--image", str(a.image), "--layers", str(a.layers)]
+        if not a.tf32:
+            args.append("--no-tf32")
+        modes: dict = {}
+        with tempfile.TemporaryDirectory(prefix="uvmt-bench-") as td:
+            for mode in a.modes.split(","):
+                r = run_mode(mode, args, lib, Path(td), env)
+                modes[mode] = r
+                extra = ""
+                if mode != "plain":
+                    extra = f"  join+write {r['join_and_write_s']:.1f} s, {r['access_rows']} rows"
+                if "per_launch_us" in r:
+                    pl = r["per_launch_us"]
+                    extra += (f"; {r['launches']} launches, tool us/launch: "
+                              + " ".join(f"{k} {v:.0f}" for k, v in pl.items())
+                              + f", {r['per_launch_copies']:.1f} copies")
+                if r.get("streams"):
+                    extra += (f"; stream rows {r['streams']['rows']} "
+                              f"({r['stream_rows_per_access_row']:.2f}x access rows), "
+                              f"without stream: {r['streams']['without_stream_by_reason']}")
+                tw = r["train_wall_s"] if r["train_wall_s"] is not None else float("nan")
+                print(f"{model:13s} {mode:16s} process {r['process_wall_s']:8.2f} s  train steps "
+                      f"{tw:8.2f} s{extra}", flush=True)
+        plain = modes.get("plain")
+        if plain:
+            for mode, r in modes.items():
+                if mode == "plain":
+                    continue
+                r["slowdown_process"] = r["process_wall_s"] / plain["process_wall_s"]
+                if r["train_wall_s"] and plain["train_wall_s"]:
+                    r["slowdown_train_steps"] = r["train_wall_s"] / plain["train_wall_s"]
+                r["losses_equal_plain"] = r["losses"] == plain["losses"]
+                print(f"{model:13s} {mode}: {r['slowdown_process']:.2f}x process wall, "
+                      f"{r.get('slowdown_train_steps', float('nan')):.2f}x training steps, "
+                      f"losses equal to plain: {r['losses_equal_plain']}", flush=True)
+        res["models"][model] = modes
     out = json.dumps(res, indent=2)
     if a.json:
         Path(a.json).write_text(out + "\n")
-    print(out)
+    print(out if len(out) < 20000 else out[:20000] + "...")
     return 0
 
 

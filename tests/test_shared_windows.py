@@ -149,3 +149,25 @@ def test_packed_programs_take_at_most_as_many_blocks_and_the_same_accesses(prog,
     assert np.array_equal(a.k_row_start, b.k_row_start)
     on = uvmsim.simulate(t, shared_windows=True, oversub=factor, host_access=True).summary
     assert on["accesses"] == t.n_accesses
+
+
+def test_v12_streams_come_along_with_the_view():
+    import pandas as pd
+    from uvmsim.trace import synth, trace_from_tables
+    tabs = synth.tables("grid_stride_fill", footprint_bytes=1 * MiB, grid=8, block=32)
+    al, ev = tabs["allocations"], tabs["events"]
+    # a second allocation in the first one's window (never touched): the two are one range
+    base = int(al["base"].iloc[0])
+    tabs["allocations"] = pd.concat([al, pd.DataFrame({"alloc_id": [1], "base": [base + MiB],
+                                                       "size": [512 * 1024],
+                                                       "kind": ["managed"], "name": ["b"]})],
+                                    ignore_index=True).astype(al.dtypes.to_dict())
+    row = ev.iloc[[0]].copy()
+    row["alloc_id"] = pd.array([1], dtype="UInt32")
+    tabs["events"] = pd.concat([ev.iloc[:1], row, ev.iloc[1:]], ignore_index=True)
+    tabs["events"]["seq"] = range(len(tabs["events"]))
+    t = trace_from_tables(**tabs)
+    v = share_windows(t)
+    assert v is not t and v.peak_blocks == 1
+    assert v.streams is not None and t.streams is not None
+    assert v.streams.n_rows == t.streams.n_rows

@@ -118,7 +118,7 @@ def test_host_access_arg_and_size_checked():
 
 @pytest.mark.parametrize("manifest_patch, match", [
     ({"version": True}, "unknown version True"),
-    ({"minor": 2}, "unknown minor version 2"),
+    ({"minor": 3}, "unknown minor version 3"),
     ({"minor": True}, "unknown minor version True"),
     ({"minor": "1"}, "unknown minor version '1'"),
 ])

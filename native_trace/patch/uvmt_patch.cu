@@ -9,6 +9,17 @@
 // Each record also collects the time slices of the launch in which its page was touched
 // (%globaltimer; see uvmt_layout.h), updated by compare-and-swap only when a new slice or a
 // wider slice width appears.
+//
+// Slot words carry the launch's generation in their high half, so the host never clears the
+// tables between launches: a word of another generation is empty (uvmt_layout.h).
+//
+// Streams (uvmtrace v1.2): each (thread block, unit) touch is looked up in an open-addressing
+// index of entries; the first warp of a block to touch a unit makes its entry (one atomicAdd
+// and one compare-and-swap), later touches only read it (an atomicOr when a new kind of access
+// appears). A block's last access is kept in blk_end with an atomicMax only when it has
+// advanced by 2^UVMT_END_SHIFT ns, so most accesses only read. Every index is bounded: an
+// entry that finds no room is counted in ent_dropped (the host then writes no stream for the
+// launch), never written out of bounds.
 #include <sanitizer_patching.h>
 #include "../src/uvmt_layout.h"
 
@@ -18,17 +29,21 @@ static __device__ __forceinline__ unsigned lane_id() {
   return r;
 }
 
-// Slot of `page`: its entry in slot_of when an allocation covers it, else in the table of
-// unknown pages (nullptr when that table is full).
-static __device__ __forceinline__ unsigned* find_slot(uvmt_state* s, unsigned long long page) {
+// Slot word of `page`: its entry in slot_of when an allocation covers it (*seg = the segment),
+// else in the table of unknown pages (*seg = -1; nullptr when that table is full).
+static __device__ __forceinline__ unsigned long long* find_slot(uvmt_state* s, unsigned long long page, int* seg) {
   const uvmt_seg* segs = s->segs;
   int lo = 0, hi = (int)s->n_segs - 1;
   while (lo <= hi) {
     int mid = (lo + hi) >> 1;
     if (page < segs[mid].first_page) hi = mid - 1;
     else if (page >= segs[mid].end_page) lo = mid + 1;
-    else return &s->slot_of[segs[mid].slot_base + (page - segs[mid].first_page)];
+    else {
+      *seg = mid;
+      return &s->slot_of[segs[mid].slot_base + (page - segs[mid].first_page)];
+    }
   }
+  *seg = -1;
   unsigned h = (unsigned)((page * 0x9E3779B97F4A7C15ull) >> 32) & s->umask;
   for (unsigned probe = 0; probe <= s->umask && probe < 256; ++probe) {
     unsigned long long prev = atomicCAS(&s->ukeys[h], ~0ull, page);
@@ -59,16 +74,20 @@ static __device__ __forceinline__ unsigned long long fold_mask(unsigned long lon
   return m;
 }
 
-// The packed slice word of an access now: (shift << 56) | bit of its slice. Grows the
-// launch's shift when the access falls past the last slice of the current width.
-static __device__ __forceinline__ unsigned long long slice_word(uvmt_state* s) {
-  if (!s->slices_on) return 1ull;  // shift 0, slice 0
-  unsigned long long now = global_ns();
+// The launch's t0: the time of its first recorded access, set by whoever gets there first.
+static __device__ __forceinline__ unsigned long long launch_t0(uvmt_state* s, unsigned long long now) {
   unsigned long long t0 = *(volatile unsigned long long*)&s->t0;
   if (t0 == 0ull) {
     unsigned long long prev = atomicCAS(&s->t0, 0ull, now);
     t0 = prev == 0ull ? now : prev;
   }
+  return t0;
+}
+
+// The packed slice word of an access at `now`: (shift << 56) | bit of its slice. Grows the
+// launch's shift when the access falls past the last slice of the current width.
+static __device__ __forceinline__ unsigned long long slice_word(uvmt_state* s, unsigned long long now, unsigned long long t0) {
+  if (!s->slices_on) return 1ull;  // shift 0, slice 0
   unsigned long long dt = now > t0 ? now - t0 : 0ull;  // a warp that read the clock before t0 was set
   unsigned shift = *(volatile unsigned*)&s->shift;
   if ((dt >> shift) >= UVMT_MASK_BITS) {
@@ -96,17 +115,118 @@ static __device__ __forceinline__ void add_slice(unsigned long long* w, unsigned
   }
 }
 
+static __device__ __forceinline__ unsigned sreg(int which) {
+  unsigned r;
+  switch (which) {
+    case 0: asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r)); break;
+    case 1: asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r)); break;
+    case 2: asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(r)); break;
+    case 3: asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(r)); break;
+    default: asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(r)); break;
+  }
+  return r;
+}
+
+// Linear id of this thread block in its grid, x fastest.
+static __device__ __forceinline__ unsigned long long block_linear() {
+  unsigned long long nx = sreg(3), ny = sreg(4);
+  return (unsigned long long)sreg(0) + nx * ((unsigned long long)sreg(1) + ny * (unsigned long long)sreg(2));
+}
+
+// A touch of `page` (in segment `seg`) by this thread block at `now`: keeps the block's last
+// access and the first touch of each (block, unit).
+static __device__ void stream_touch(uvmt_state* s, int seg, unsigned long long page, unsigned flags,
+                                    unsigned long long now, unsigned long long t0) {
+  const unsigned long long blk = block_linear();
+  if (blk >= s->blk_cap) {  // the host sizes blk_end for the grid: never expected
+    atomicAdd(&s->blk_dropped, 1ull);
+    return;
+  }
+  const unsigned gen = s->gen;
+  const unsigned long long tag = (unsigned long long)gen << 32;
+  unsigned long long units = (now > t0 ? now - t0 : 0ull) >> UVMT_END_SHIFT;
+  if (units > 0xFFFFFFF0ull) units = 0xFFFFFFF0ull;
+  const unsigned long long mine = tag | (units + 1ull);
+  unsigned long long* be = &s->blk_end[blk];
+  const unsigned long long old = *(volatile unsigned long long*)be;
+  if (old < mine) {
+    if ((unsigned)(old >> 32) != gen && !*(volatile unsigned*)&s->dsmem_seen) {
+      unsigned d;  // the launch's dynamic shared memory, as the hardware sees it
+      asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(d));
+      s->dsmem = d;  // every block stores the same value
+      s->dsmem_seen = 1u;
+    }
+    atomicMax(be, mine);
+  }
+  const unsigned shifts[UVMT_LEVELS] = UVMT_LEVEL_SHIFTS;
+  unsigned level = *(volatile unsigned*)&s->ent_level;
+  if (level >= UVMT_LEVELS) level = UVMT_LEVELS - 1;
+  const uvmt_seg* g = &s->segs[seg];
+  unsigned long long first = (page >> shifts[level]) << shifts[level];
+  if (first < g->first_page) first = g->first_page;
+  const unsigned long long key = (blk << 32) | (g->slot_base + (first - g->first_page));
+  const unsigned long long mask = (1ull << s->ent_bits) - 1ull;
+  unsigned long long h = (key * 0x9E3779B97F4A7C15ull) >> (64u - s->ent_bits);
+  for (unsigned probe = 0; probe < UVMT_ENT_PROBES; ++probe, h = (h + 1ull) & mask) {
+    unsigned long long* w = &s->ent_slot[h];
+    unsigned long long v = *(volatile unsigned long long*)w;
+    if ((unsigned)(v >> 32) != gen) {  // empty in this launch
+      unsigned long long prev = atomicCAS(w, v, tag | UVMT_LO_CLAIM);
+      if (prev == v) {
+        const unsigned i = atomicAdd(&s->n_ent, 1u);
+        if (i >= s->ent_cap) {
+          atomicExch(w, tag | UVMT_LO_FULL);
+          atomicAdd(&s->ent_dropped, 1ull);
+          return;
+        }
+        uvmt_ent* e = &s->ents[i];
+        e->key = key;
+        e->t = now;
+        e->page_off = (unsigned)(page - first);
+        e->flags = flags;
+        __threadfence();  // the entry must be visible before its slot says it exists
+        atomicExch(w, tag | (unsigned long long)(i + 1u));
+        // coarser units once the array fills: level L holds until cap - cap / 2^(L+1)
+        if (level + 1u < UVMT_LEVELS && i + 1u >= s->ent_cap - (s->ent_cap >> (level + 1u)))
+          atomicMax(&s->ent_level, level + 1u);
+        return;
+      }
+      v = prev;
+    }
+    while ((unsigned)v == UVMT_LO_CLAIM) v = *(volatile unsigned long long*)w;
+    if ((unsigned)v == UVMT_LO_FULL) {
+      atomicAdd(&s->ent_dropped, 1ull);
+      return;
+    }
+    __threadfence();
+    uvmt_ent* e = &s->ents[(unsigned)v - 1u];
+    if (*(volatile unsigned long long*)&e->key == key) {
+      if ((*(volatile unsigned*)&e->flags & flags) != flags) atomicOr(&e->flags, flags);
+      return;
+    }
+  }
+  atomicAdd(&s->ent_dropped, 1ull);
+}
+
 static __device__ void record(uvmt_state* s, unsigned long long page, unsigned n, unsigned flags) {
-  unsigned* slot = find_slot(s, page);
+  int seg;
+  unsigned long long* slot = find_slot(s, page, &seg);
   if (slot == nullptr) { atomicAdd(&s->dropped, (unsigned long long)n); return; }
-  unsigned long long sw = slice_word(s);
-  unsigned v = *(volatile unsigned*)slot;
-  if (v == UVMT_SLOT_EMPTY) {
-    unsigned prev = atomicCAS(slot, UVMT_SLOT_EMPTY, UVMT_SLOT_CLAIM);
-    if (prev == UVMT_SLOT_EMPTY) {
+  unsigned long long now = 0ull, t0 = 0ull;
+  if (s->slices_on || s->streams_on) {
+    now = global_ns();
+    t0 = launch_t0(s, now);
+  }
+  const unsigned long long sw = slice_word(s, now, t0);
+  const unsigned gen = s->gen;
+  const unsigned long long tag = (unsigned long long)gen << 32;
+  unsigned long long v = *(volatile unsigned long long*)slot;
+  if ((unsigned)(v >> 32) != gen) {  // empty in this launch
+    unsigned long long prev = atomicCAS(slot, v, tag | UVMT_LO_CLAIM);
+    if (prev == v) {
       unsigned t = atomicAdd(&s->n_touched, 1u);
       if (t >= s->rec_cap) {
-        atomicExch(slot, UVMT_SLOT_FULL);
+        atomicExch(slot, tag | UVMT_LO_FULL);
         atomicAdd(&s->dropped, (unsigned long long)n);
         return;
       }
@@ -115,18 +235,20 @@ static __device__ void record(uvmt_state* s, unsigned long long page, unsigned n
       s->recs[t].flags = flags;
       s->recs[t].slices = sw;
       __threadfence();  // the record must be visible before the slot says it exists
-      atomicExch(slot, t + 1u);
+      atomicExch(slot, tag | (unsigned long long)(t + 1u));
+      if (seg >= 0 && s->streams_on) stream_touch(s, seg, page, flags, now, t0);
       return;
     }
     v = prev;
   }
-  while (v == UVMT_SLOT_CLAIM) v = *(volatile unsigned*)slot;  // the claimer is another warp or lane
-  if (v == UVMT_SLOT_FULL) { atomicAdd(&s->dropped, (unsigned long long)n); return; }
+  while ((unsigned)v == UVMT_LO_CLAIM) v = *(volatile unsigned long long*)slot;  // the claimer is another warp or lane
+  if ((unsigned)v == UVMT_LO_FULL) { atomicAdd(&s->dropped, (unsigned long long)n); return; }
   __threadfence();
-  uvmt_rec* r = &s->recs[v - 1u];
+  uvmt_rec* r = &s->recs[(unsigned)v - 1u];
   atomicAdd(&r->count, n);
   if ((*(volatile unsigned*)&r->flags & flags) != flags) atomicOr(&r->flags, flags);
   add_slice(&r->slices, sw);
+  if (seg >= 0 && s->streams_on) stream_touch(s, seg, page, flags, now, t0);
 }
 
 // Per-thread access: merge lanes that touch the same page the same way.

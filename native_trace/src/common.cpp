@@ -29,6 +29,7 @@ bool RawWriter::open(const std::string& dir, const std::string& pass, bool with_
   if (fd_ >= 0) return true;
   ::mkdir(dir.c_str(), 0777);  // uvmsim record normally creates it; EEXIST is fine
   std::string stem = dir + "/" + pass + "." + std::to_string((long)getpid());
+  stem_ = stem;
   path_ = stem + ".jsonl";
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) return false;
@@ -54,6 +55,20 @@ uint64_t RawWriter::append_bin(const void* data, size_t bytes) {
   if (bin_fd_ < 0 || bytes == 0) return off;
   if (!write_all(bin_fd_, (const char*)data, bytes)) fatal("cannot write the page records of %s: %s", path_.c_str(), strerror(errno));
   bin_off_ += bytes;
+  return off;
+}
+
+uint64_t RawWriter::append_streams(const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t off = streams_off_;
+  if (bytes == 0 || stem_.empty()) return off;
+  if (streams_fd_ < 0) {
+    std::string p = stem_ + ".streams.bin";
+    streams_fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (streams_fd_ < 0) fatal("cannot create %s: %s", p.c_str(), strerror(errno));
+  }
+  if (!write_all(streams_fd_, (const char*)data, bytes)) fatal("cannot write the stream records of %s: %s", path_.c_str(), strerror(errno));
+  streams_off_ += bytes;
   return off;
 }
 

@@ -11,21 +11,24 @@ namespace uvmt {
 constexpr const char* kVersion = "0.1.0";
 
 // Raw output of one pass of one process: <dir>/<pass>.<pid>.jsonl (one JSON object per line)
-// and, for the page pass, <dir>/<pass>.<pid>.bin (uvmt_rec records). Every line is handed to
-// the kernel with write(2) at once, so a crash loses at most the line being built.
+// and, for the page pass, <dir>/<pass>.<pid>.bin (uvmt_rec records) and, with streams,
+// <dir>/<pass>.<pid>.streams.bin (stream block and row records, streams_host.h). Every line is
+// handed to the kernel with write(2) at once, so a crash loses at most the line being built.
 class RawWriter {
  public:
   bool open(const std::string& dir, const std::string& pass, bool with_bin);
   void line(const std::string& json);             // appends '\n'
   uint64_t append_bin(const void* data, size_t bytes);  // returns the offset written at
+  uint64_t append_streams(const void* data, size_t bytes);  // the streams file (made on first use)
   bool ok() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }
 
  private:
   int fd_ = -1;
   int bin_fd_ = -1;
-  uint64_t bin_off_ = 0;
-  std::string path_;
+  int streams_fd_ = -1;
+  uint64_t bin_off_ = 0, streams_off_ = 0;
+  std::string path_, stem_;
   std::mutex mu_;
 };
 

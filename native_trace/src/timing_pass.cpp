@@ -7,6 +7,12 @@
 // prefetching off, the balloon of balloon.cpp in place and the counters on, kernel durations
 // hold the program's real faults and migrations.
 //
+// Each kact line also carries the uninstrumented launch's registers and shared memory (from the
+// activity record) and, for launches made through a launch call, the occupancy the hardware
+// allows (cuOccupancyMaxActiveBlocksPerMultiprocessor on the launched function, computed in the
+// call's driver API callback and matched to the record by correlation id): uvmtrace v1.2's
+// launch columns, free of the page pass's instrumentation.
+//
 // Raw output: timing.<pid>.jsonl with one "kact" line per kernel activity record; counter
 // records as "um" lines, or with UVMTRACE_UM_BINARY=1 as UmRecord structs in timing.<pid>.bin
 // (an oversubscribed run can produce millions).
@@ -20,6 +26,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 
 #include "common.h"
 
@@ -48,6 +56,15 @@ StreamSyncFn p_stream_sync = nullptr;
 IsCapturingFn p_is_capturing = nullptr;
 ExchangeModeFn p_exchange_mode = nullptr;
 uint64_t g_prefetch_skipped_capture = 0;
+
+// occupancy by correlation id (v1.2 launch attributes): filled by launch calls, taken by the
+// activity records (which may arrive on another thread)
+typedef CUresult (*OccupancyFn)(int*, CUfunction, int, size_t);
+OccupancyFn p_occupancy = nullptr;
+std::mutex g_occ_mu;
+std::unordered_map<uint32_t, int> g_occ_by_corr;
+std::map<std::tuple<CUfunction, uint64_t, uint64_t>, int> g_occ_cache;
+thread_local uint32_t t_outer_corr = 0;  // correlation id of the outermost launch call
 
 const char* cstr(CUptiResult r) {
   const char* s = nullptr;
@@ -110,12 +127,24 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
       auto* k = (const CUpti_ActivityKernel10*)r;
       ++g_kernels;
       std::string mangled = k->name ? k->name : "?";
+      std::string occ;
+      {
+        std::lock_guard<std::mutex> g(g_occ_mu);
+        auto it = g_occ_by_corr.find(k->correlationId);
+        if (it != g_occ_by_corr.end()) {
+          if (it->second >= 0) occ = ",\"occupancy\":" + std::to_string(it->second);
+          if (k->graphId == 0) g_occ_by_corr.erase(it);  // a graph's nodes share one id
+        }
+      }
       writer().line("{\"t\":\"kact\",\"corr\":" + std::to_string(k->correlationId) + ",\"name\":" + json_str(demangle(mangled.c_str())) +
                     ",\"mangled\":" + json_str(mangled) + ",\"start\":" + std::to_string(k->start) + ",\"end\":" + std::to_string(k->end) +
                     ",\"grid\":\"" + std::to_string(k->gridX) + "," + std::to_string(k->gridY) + "," + std::to_string(k->gridZ) +
                     "\",\"block\":\"" + std::to_string(k->blockX) + "," + std::to_string(k->blockY) + "," + std::to_string(k->blockZ) +
                     "\",\"stream\":" + std::to_string(k->streamId) + ",\"graph\":" + std::to_string(k->graphId) +
-                    ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) + "}");
+                    ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) +
+                    // the uninstrumented launch's resources, to check the page pass's (v1.2)
+                    ",\"regs\":" + std::to_string(k->registersPerThread) + ",\"smem_static\":" + std::to_string(k->staticSharedMemory) +
+                    ",\"smem_dyn\":" + std::to_string(k->dynamicSharedMemory) + occ + "}");
     } else if (r->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto* u = (const CUpti_ActivityUnifiedMemoryCounter3*)r;
       ++g_um_records;
@@ -217,9 +246,63 @@ CUstream launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
   return st;
 }
 
-void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params) {
+// The occupancy of a driver launch call, stored under its correlation id and the outermost
+// call's (a runtime launch's record carries the runtime call's id).
+void note_occupancy(CUpti_CallbackId cbid, const void* params, uint32_t corr) {
+  CUfunction f = nullptr;
+  uint64_t threads = 0, dsmem = 0;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      auto* p = (const cuLaunchKernel_params*)params;
+      f = p->f;
+      threads = (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ;
+      dsmem = p->sharedMemBytes;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+      auto* p = (const cuLaunchCooperativeKernel_params*)params;
+      f = p->f;
+      threads = (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ;
+      dsmem = p->sharedMemBytes;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      auto* p = (const cuLaunchKernelEx_params*)params;
+      if (p->config == nullptr) return;
+      f = p->f;
+      threads = (uint64_t)p->config->blockDimX * p->config->blockDimY * p->config->blockDimZ;
+      dsmem = p->config->sharedMemBytes;
+      break;
+    }
+    default:
+      return;
+  }
+  if (f == nullptr || threads == 0 || threads > 0x7FFFFFFF) return;
+  if (p_occupancy == nullptr) p_occupancy = (OccupancyFn)driver_sym("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  std::lock_guard<std::mutex> g(g_occ_mu);
+  auto key = std::make_tuple(f, threads, dsmem);
+  auto it = g_occ_cache.find(key);
+  int occ = -1;
+  if (it != g_occ_cache.end()) {
+    occ = it->second;
+  } else {
+    int n = 0;
+    if (p_occupancy && p_occupancy(&n, f, (int)threads, (size_t)dsmem) == CUDA_SUCCESS) occ = n;
+    g_occ_cache[key] = occ;
+  }
+  if (g_occ_by_corr.size() > (1u << 20)) g_occ_by_corr.clear();  // ids no record claimed
+  g_occ_by_corr[corr] = occ;
+  if (t_outer_corr != 0) g_occ_by_corr[t_outer_corr] = occ;
+}
+
+void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   if (g_balloon) balloon_before_gpu_use();  // at every depth: a runtime launch may create its context
-  if (t_launch_depth++ == 0) prefetch_managed(launch_stream(domain, cbid, params));
+  if (t_launch_depth == 0) t_outer_corr = cb->correlationId;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) note_occupancy(cbid, cb->functionParams, cb->correlationId);
+  if (t_launch_depth++ == 0) prefetch_managed(launch_stream(domain, cbid, cb->functionParams));
 }
 void on_launch_exit() {
   if (t_launch_depth > 0) --t_launch_depth;
@@ -262,11 +345,11 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
         }
         return;
       default:  // one of the launch calls
-        enter ? on_launch_enter(domain, cbid, cb->functionParams) : on_launch_exit();
+        enter ? on_launch_enter(domain, cbid, cb) : on_launch_exit();
         return;
     }
   }
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter(domain, cbid, cb->functionParams) : on_launch_exit();
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) enter ? on_launch_enter(domain, cbid, cb) : on_launch_exit();
 }
 
 void end_line(const char* how) {

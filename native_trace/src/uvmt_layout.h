@@ -4,10 +4,12 @@
 #ifndef UVMT_LAYOUT_H
 #define UVMT_LAYOUT_H
 
-/* Values of slot_of[] / uslot[] entries. Anything else is (record index + 1). */
-#define UVMT_SLOT_EMPTY 0u
-#define UVMT_SLOT_CLAIM 0xFFFFFFFFu /* a warp is creating the record right now */
-#define UVMT_SLOT_FULL 0xFFFFFFFEu  /* no record could be made: accesses go to `dropped` */
+/* Slot words (slot_of[], uslot[], ent_slot[]) are 64-bit: (gen << 32) | low. A word whose gen
+ * is not the launch's is empty for that launch, so the tables are never cleared between
+ * launches (the host bumps gen instead). `low` is (record index + 1), or one of these: */
+#define UVMT_LO_CLAIM 0xFFFFFFFFu /* a warp is creating the record right now */
+#define UVMT_LO_FULL 0xFFFFFFFEu  /* no record could be made: accesses go to `dropped` */
+#define UVMT_MAX_RECS 0xFFFFFFF0u /* record indices stay below the two values above */
 
 /* Flags stored in records (and written to accesses.parquet unchanged). */
 #define UVMT_F_READ 1u
@@ -15,7 +17,7 @@
 #define UVMT_F_ATOMIC 4u
 
 /* One run of consecutive pages covered by live allocations (allocations sharing a page are
- * merged, so every page has exactly one slot). Sorted by first_page. */
+ * merged, so every page has exactly one slot). Sorted by first_page (and so by slot_base). */
 typedef struct {
   unsigned long long first_page;
   unsigned long long end_page; /* exclusive */
@@ -42,28 +44,65 @@ typedef struct {
   unsigned long long slices;
 } uvmt_rec;
 
+/* Per-thread-block streams (uvmtrace v1.2). Each (thread block, unit) a launch touches gets
+ * one entry, made by the first warp to touch it: key = (linear block id << 32) | the slot of
+ * the unit's first page, t = %globaltimer of that first touch, page_off = the touched page
+ * minus the unit's first page, flags = every kind of access of the block to the unit.
+ * A unit is an aligned window of 2^(12 + shift) bytes cut at segment ends; the launch's
+ * level picks the shift and grows when the entry array fills (see UVMT_LEVEL_SHIFTS), so
+ * entries of one launch may be at several levels: the host merges them to one unit. */
+typedef struct {
+  unsigned long long key;
+  unsigned long long t;
+  unsigned int page_off;
+  unsigned int flags;
+} uvmt_ent;
+
+#define UVMT_LEVELS 6
+/* pages per unit at each level: 4 KiB, 64 KiB, 2 MiB, 16 MiB, 128 MiB, 1 GiB. Level L holds
+ * until the entries reach ent_cap - ent_cap / 2^(L+1). */
+#define UVMT_LEVEL_SHIFTS {0u, 4u, 9u, 12u, 15u, 18u}
+#define UVMT_ENT_PROBES 256u /* an insert that finds no room within this many slots drops */
+/* blk_end[b] = (gen << 32) | (1 + the block's last access in units of 2^UVMT_END_SHIFT ns
+ * since t0), kept with atomicMax only when it advances by a unit */
+#define UVMT_END_SHIFT 10u
+
 /* Per-launch state; the device patch receives a pointer to it as userdata. */
 typedef struct {
   /* written by the device, read back after the launch (keep these first: the host reads
-   * only this prefix when nothing was touched) */
+   * this prefix, UVMT_HEADER_BYTES, before anything else) */
   unsigned int n_touched;       /* records handed out (may exceed rec_cap: then see dropped) */
   unsigned int n_unknown;       /* distinct pages outside every live allocation */
   unsigned long long dropped;   /* accesses that found no room (unknown table or records full) */
   unsigned long long t0;        /* %globaltimer of the first recorded access (0: none yet) */
   unsigned int shift;           /* current slice width 2^shift ns (host sets UVMT_SHIFT0) */
   unsigned int slices_on;       /* host: 0 records no slices (every record gets mask 1) */
+  unsigned int n_ent;           /* stream entries handed out (may exceed ent_cap) */
+  unsigned int ent_level;       /* current unit level of new entries */
+  unsigned long long ent_dropped; /* stream touches that found no room: the stream is lost */
+  unsigned long long blk_dropped; /* touches of blocks at or beyond blk_cap (never expected) */
+  unsigned int dsmem;           /* %dynamic_smem_size, as the first new block saw it */
+  unsigned int dsmem_seen;
   /* configuration, set by the host before the launch */
   const uvmt_seg* segs;
   unsigned long long* ukeys;    /* open-addressing table of pages outside live allocations */
-  unsigned int* uslot;
-  unsigned int* slot_of;        /* one entry per page covered by segs */
+  unsigned long long* uslot;    /* their slot words */
+  unsigned long long* slot_of;  /* one slot word per page covered by segs */
   uvmt_rec* recs;
+  unsigned long long* ent_slot; /* open-addressing index of the stream entries */
+  uvmt_ent* ents;
+  unsigned long long* blk_end;  /* one word per thread block */
+  unsigned long long blk_cap;   /* blocks blk_end holds (>= the grid's, else streams are off) */
   unsigned int n_segs;
   unsigned int rec_cap;
-  unsigned int umask;           /* table size - 1 (power of two) */
+  unsigned int umask;           /* unknown table size - 1 (power of two) */
+  unsigned int gen;             /* this launch's tag in the slot words (never 0) */
+  unsigned int ent_cap;
+  unsigned int ent_bits;        /* ent_slot has 2^ent_bits words */
+  unsigned int streams_on;
   unsigned int pad;
 } uvmt_state;
 
-#define UVMT_HEADER_BYTES 32u
+#define UVMT_HEADER_BYTES 64u
 
 #endif

@@ -1,8 +1,15 @@
 #!/bin/bash
 # Runs the collector's GPU work on the device machine in one go (build + chosen steps), with
 # every log under $OUT (or ./device_out). Usage: bash native_trace/tests/device_run.sh STEP...
-#   info build smoke tests um bench tf32 resnet_notf32 traces
+#   info build smoke tests um bench tf32 resnet_notf32 traces bench12 traces12
+# uvmtrace v1.2 (per-thread-block streams), about 6 minutes on one H100/H200:
+#   PATCH_ARCHS=native bash native_trace/tests/device_run.sh build tests traces12 bench12
+# PATCH_ARCHS=native builds the device patch for this GPU only (the default is every SM).
+# BUDGET_S (default 345): tests, traces12 and bench12 cut their timeouts to the time left and
+# a step that starts with less than 20 s left is skipped, so the call ends within the budget.
 set -u
+BUDGET_S=${BUDGET_S:-345}
+left() { local l=$((BUDGET_S - SECONDS)); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }  # never 0: timeout 0 waits forever
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
@@ -15,14 +22,15 @@ for step in "$@"; do
         python3 -c "import torch, torchvision, numba, pyarrow, pandas; print(torch.__version__, torchvision.__version__)"; } 2>&1 | tee "$OUT/info.log" ;;
     build)
       SMCC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-      { cmake -S native_trace -B $B -DUVMT_TEST_ARCH=$SMCC && cmake --build $B -j 16; } > "$OUT/build.log" 2>&1
+      PA=${PATCH_ARCHS:-}; [ "$PA" = native ] && PA=$SMCC
+      { cmake -S native_trace -B $B -DUVMT_TEST_ARCH=$SMCC ${PA:+-DUVMTRACE_PATCH_ARCHS=$PA} && cmake --build $B -j 16; } > "$OUT/build.log" 2>&1
       echo "build rc=$?"; tail -5 "$OUT/build.log" ;;
     smoke)
       rm -rf /tmp/smoke; timeout 120 python3 -m uvmsim.record -o /tmp/smoke/p.uvmtrace --keep-raw /tmp/smoke/raw -- $B/uvmt_testprog all 2>&1 | tee "$OUT/smoke.log"
       { grep -h -v '"alloc"\|"free"' /tmp/smoke/raw/pages/pages.*.jsonl | cut -c1-400; grep -h -v '"kact"' /tmp/smoke/raw/timing/*.jsonl; } | tee -a "$OUT/smoke.log" | grep -i 'graph\|"end"' 
       python3 -c "import json;m=json.load(open('/tmp/smoke/p.uvmtrace/manifest.json'));print(json.dumps(m['source'],indent=1)[:4000])" ;;
     tests)
-      UVMTRACE_BUILD_DIR=$B timeout 300 python3 -m pytest -m gpu tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
+      UVMTRACE_BUILD_DIR=$B timeout $(left 300) python3 -m pytest -m gpu tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
     um)
       rm -rf /tmp/um; timeout 120 python3 -m uvmsim.record -o /tmp/um/u.uvmtrace --pass timing --uvm-counters --keep-raw /tmp/um/raw -- $B/uvmt_testprog all > "$OUT/um.log" 2>&1
       grep -h '"um' /tmp/um/raw/timing/*.jsonl | head -20 | tee -a "$OUT/um.log" ;;
@@ -44,6 +52,21 @@ for f in ('tf32', 'notf32'):
         python3 native_trace/tests/trace_summary.py traces/resnet50_*.uvmtrace 2>&1 | tee -a "$OUT/traces.log"
         for n in resnet50_pca resnet50_nopca; do tar cf "$OUT/trace_$n.tar" traces/$n.uvmtrace; done
       else echo "no-tf32 does not remove the kernels without pages: keeping the TF32 captures" | tee -a "$OUT/traces.log"; fi ;;
+    bench12)  # page pass cost with and without streams, per-launch breakdown (small training scripts)
+      for spec in "${BENCH12_MODELS:-mobilenet_v2,gpt2}:plain,pages,pages-nostreams:" "mobilenet_v2:plain,pages:--managed"; do
+        IFS=: read -r models modes flags <<< "$spec"; t=$(left 150); [ $t -lt 20 ] && { echo "bench12 $flags: skipped (budget)"; continue; }
+        timeout $t python3 benchmarks/trace_overhead.py --model $models --batch 8 --steps 3 --image 128 --layers 3 $flags \
+          --modes $modes --json "$OUT/overhead12${flags:+_managed}.json" 2>&1 | tee -a "$OUT/bench12.log" | grep -v '^ \|^[{}]'
+      done ;;
+    traces12)  # v1.2 captures of the bundled traces: sizes and page-pass wall against traces/
+      t=$(left 200); [ $t -lt 20 ] && { echo "traces12: skipped (budget)"; continue; }
+      rm -rf /tmp/t12; TRACES_DIR=/tmp/t12 RESNET_FLAGS=--no-tf32 ONLY="${TRACES12:-microbench gpt2_small resnet50_pca}" \
+        timeout $t bash native_trace/tests/make_traces.sh 2>&1 | tail -20 | tee "$OUT/traces12.log"
+      timeout $(( $(left 60) + 10 )) python3 native_trace/tests/streams_summary.py /tmp/t12 traces --json "$OUT/traces12.json" --csv "$OUT/traces12.csv" > "$OUT/traces12_summary.log" 2>&1
+      cat "$OUT/traces12.csv"
+      for t in /tmp/t12/*.uvmtrace; do n=$(basename $t .uvmtrace); k=$(du -sk $t | cut -f1)
+        if [ "$k" -le 8192 ]; then tar cf "$OUT/trace12_$n.tar" -C /tmp/t12 $n.uvmtrace; else echo "$n: ${k} KiB, over 8 MiB: not kept" | tee -a "$OUT/traces12.log"; fi
+      done ;;
     traces)
       bash native_trace/tests/make_traces.sh 2>&1 | tee -a "$OUT/traces.log"
       python3 native_trace/tests/trace_summary.py traces/*.uvmtrace 2>&1 | tee -a "$OUT/traces.log"

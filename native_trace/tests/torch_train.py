@@ -1,6 +1,7 @@
 """Small, deterministic PyTorch training runs for the collector's tests, traces and benchmark.
 
-    python native_trace/tests/torch_train.py --model mlp|resnet50|gpt2 [--batch N] [--steps N]
+    python native_trace/tests/torch_train.py --model mlp|resnet50|mobilenet_v2|densenet121|gpt2
+                                             [--batch N] [--steps N]
 
 Prints one line per step, ``step <i> loss <repr(float)>``, so a traced run's output can be
 compared with an untraced one exactly, and ``train_wall_s <seconds>`` for the timed steps
@@ -60,10 +61,11 @@ class GPT(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=("mlp", "resnet50", "gpt2"), default="mlp")
+    ap.add_argument("--model", choices=("mlp", "resnet50", "mobilenet_v2", "densenet121", "gpt2"),
+                    default="mlp")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--image", type=int, default=224, help="resnet50 input size")
+    ap.add_argument("--image", type=int, default=224, help="input size of the torchvision models")
     ap.add_argument("--seq", type=int, default=64, help="gpt2 sequence length")
     ap.add_argument("--layers", type=int, default=2, help="gpt2 layers")
     ap.add_argument("--width", type=int, default=256, help="gpt2 model width")
@@ -86,9 +88,9 @@ def main() -> None:
         model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
         x = torch.randn(a.batch, 512, generator=g)
         y = torch.randint(0, 10, (a.batch,), generator=g)
-    elif a.model == "resnet50":
+    elif a.model in ("resnet50", "mobilenet_v2", "densenet121"):
         import torchvision
-        model = torchvision.models.resnet50(weights=None)  # random weights
+        model = getattr(torchvision.models, a.model)(weights=None)  # random weights
         x = torch.randn(a.batch, 3, a.image, a.image, generator=g)
         y = torch.randint(0, 1000, (a.batch,), generator=g)
     else:

@@ -10,6 +10,11 @@
 //                         host_access events from them)
 //   uvmt_testprog retouch a kernel that stores once to each page, then one whose single block
 //                         reads the same buffer in RETOUCH_PASSES passes (time slices)
+//   uvmt_testprog blocks  per-thread-block streams and launch attributes (uvmtrace v1.2): a
+//                         grid-stride fill whose blocks spread over a 1 MiB array, a kernel with
+//                         static and dynamic shared memory (launched directly and from a graph),
+//                         a 2-D grid whose block (x, y) writes page x + 4 y; prints each
+//                         kernel's attributes as the runtime gives them (`attr` lines)
 //
 // Managed memory stays small (5 MiB): never ask a shared GPU for more than it has free.
 #include <cuda_runtime.h>
@@ -80,6 +85,82 @@ __global__ void k_repass(const float* a, float* out, size_t n, int passes) {
 }
 
 #define RETOUCH_PASSES 4
+
+// grid-stride fill: block b writes [(k grid + b) blockDim, +blockDim) floats at iteration k
+__global__ void k_gstride(float* a, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    a[i] = (float)(i & 1023);
+}
+
+// 2 KiB of static and DYN_SMEM bytes of dynamic shared memory, staged through both
+#define DYN_SMEM 3072
+__global__ void k_smem(const float* in, float* out, size_t n) {
+  __shared__ float st[512];
+  extern __shared__ float dyn[];
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  st[threadIdx.x % 512] = i < n ? in[i] : 0.f;
+  dyn[threadIdx.x % (DYN_SMEM / 4)] = 2.f * st[threadIdx.x % 512];
+  __syncthreads();
+  if (i < n) out[i] = dyn[threadIdx.x % (DYN_SMEM / 4)] + st[(threadIdx.x + 1) % 512];
+}
+
+// a 2-D grid: block (x, y) writes page x + gridDim.x y of `a`
+__global__ void k_grid2d(float* a) {
+  size_t b = blockIdx.x + (size_t)gridDim.x * blockIdx.y;
+  a[b * 1024 + threadIdx.x] = (float)b;
+}
+
+template <class K>
+static void print_attr(const char* name, K kernel, int threads, size_t dyn) {
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kernel));
+  int occ = 0, sms = 0, dev = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, dyn));
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  printf("attr %s regs %d smem_static %zu smem_dynamic %zu occupancy %d sm_count %d\n", name, fa.numRegs,
+         fa.sharedSizeBytes, dyn, occ, sms);
+}
+
+static int run_blocks() {
+  const int grid = 64, threads = 256, iters = 16;
+  const size_t n = (size_t)grid * threads * iters;  // 1 MiB
+  float *A, *S, *Q, *G2;
+  CK(cudaMalloc(&A, n * 4));
+  CK(cudaMalloc(&S, 64 * 1024 * 4 + 4096));  // 260 KiB each; A (1 MiB) and G2 (32 KiB) are found by size
+  CK(cudaMalloc(&Q, 64 * 1024 * 4 + 4096));
+  CK(cudaMalloc(&G2, 8 * 4096));
+  k_gstride<<<grid, threads>>>(A, n);
+  CK(cudaGetLastError());
+  const size_t m = 64 * 1024;
+  k_smem<<<(unsigned)(m / 128), 128, DYN_SMEM>>>(A, S, m);
+  CK(cudaGetLastError());
+  k_grid2d<<<dim3(4, 2), 256>>>(G2);
+  CK(cudaGetLastError());
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  k_smem<<<(unsigned)(m / 128), 128, DYN_SMEM, st>>>(S, Q, m);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  std::vector<float> h(m);
+  CK(cudaMemcpy(h.data(), Q, m * 4, cudaMemcpyDeviceToHost));
+  double sum = 0;
+  for (float x : h) sum += x;
+  printf("checksum blocks %.1f\n", sum);
+  print_attr("k_gstride", k_gstride, threads, 0);
+  print_attr("k_smem", k_smem, 128, DYN_SMEM);
+  print_attr("k_grid2d", k_grid2d, 256, 0);
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaStreamDestroy(st));
+  for (void* p : {(void*)A, (void*)S, (void*)Q, (void*)G2}) CK(cudaFree(p));
+  return 0;
+}
 
 // Pages of the 1 MiB managed buffer the host mode writes before the first kernel and before
 // the second (plus page 250, only read before the second). Each list ends with -1. The driver
@@ -161,6 +242,7 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(dev));
   if (strcmp(mode, "host") == 0) return run_host();
   if (strcmp(mode, "retouch") == 0) return run_retouch();
+  if (strcmp(mode, "blocks") == 0) return run_blocks();
 
   // A: 4 MiB, 1024 pages, sequential write
   const size_t nA = 4 * MiB / 4;

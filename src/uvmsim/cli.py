@@ -411,7 +411,8 @@ def cmd_multi(a: argparse.Namespace) -> int:
 
 def cmd_info(a: argparse.Namespace) -> int:
     from .trace import load_trace
-    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    # info reads (and so checks) every table, the v1.2 streams included
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, streams=True)
     info = tr.info()
     if a.json:
         print(json.dumps(info, default=str))

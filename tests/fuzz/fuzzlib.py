@@ -834,8 +834,8 @@ R_MAN = "the manifest is a UTF-8 JSON object: format 'uvmtrace', integer version
 def _(c): _mset(c, version=c.rng.choice([True, 1.0, "1", None, [1], 2, _DEL]))
 
 
-@mutation("manifest_minor_wrong", "manifest", "reject", "minor is an integer 0..1", )
-def _(c): _mset(c, minor=c.rng.choice([True, -1, 2, 1.0, "1"]))
+@mutation("manifest_minor_wrong", "manifest", "reject", "minor is an integer 0..2", )
+def _(c): _mset(c, minor=c.rng.choice([True, -1, 3, 1.0, "1"]))
 
 
 @mutation("manifest_minor_0_with_v11", "manifest", "reject",
@@ -843,9 +843,9 @@ def _(c): _mset(c, minor=c.rng.choice([True, -1, 2, 1.0, "1"]))
 def _(c): _mset(c, minor=c.rng.choice([0, _DEL]))
 
 
-@mutation("manifest_minor_1_on_v1", "manifest", "same", "a reader accepts minors up to 1",
+@mutation("manifest_minor_1_on_v1", "manifest", "same", "a reader accepts minors up to 2",
           bases=("small", "big"))
-def _(c): _mset(c, minor=1)
+def _(c): _mset(c, minor=c.rng.choice([1, 2]))
 
 
 @mutation("manifest_page_size_wrong", "manifest", "reject", "page_size is the integer 4096")

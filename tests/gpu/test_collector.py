@@ -303,7 +303,7 @@ def test_host_writes_between_kernels_are_recorded_exactly(collector, tmp_path):
     out = tmp_path / "host.uvmtrace"
     assert record(out, [str(collector["prog"]), "host"], "both", lib=collector["lib"]) == 0
     t = _tables(out)
-    assert t["manifest"]["minor"] == 1
+    assert t["manifest"]["minor"] == 2  # v1.1 host accesses, v1.2 streams
     al = t["allocations"]
     (mrow,) = al[(al["kind"] == "managed") & (al["size"] == 256 * 4096)].itertuples()
     ev = t["events"]
@@ -336,7 +336,7 @@ def test_retouch_slices(collector, tmp_path):
     k, acc = t["kernels"], t["accesses"]
     assert [n.split("(")[0] for n in k.name] == ["k_page_once", "k_repass"]
     assert (k.slice_ns > 0).all()
-    assert t["manifest"]["minor"] == 1
+    assert t["manifest"]["minor"] == 2
     a_base = int(t["allocations"].query("size == 4 * 1048576").base.iloc[0]) >> 12
     # one store per page: exactly one slice each
     once = acc[acc.kernel_id == 0]
@@ -356,10 +356,11 @@ def test_retouch_slices(collector, tmp_path):
     first = [(int(m) & -int(m)).bit_length() for m in rep.slices]
     assert first == sorted(first) and first[0] == 1 and first[-1] < n
 
-    # with slices switched off, the trace is plain v1
+    # with slices, streams and launch attributes switched off, the trace is plain v1
     out2 = tmp_path / "noslices.uvmtrace"
     assert record(out2, [str(collector["prog"]), "retouch"], "pages", lib=collector["lib"],
-                  extra_env={"UVMTRACE_SLICES": "0"}) == 0
+                  extra_env={"UVMTRACE_SLICES": "0", "UVMTRACE_STREAMS": "0",
+                             "UVMTRACE_LAUNCH_ATTRS": "0"}) == 0
     t2 = _tables(out2)
     assert "slices" not in t2["accesses"] and "n_slices" not in t2["kernels"]
     assert "minor" not in t2["manifest"]
@@ -380,3 +381,108 @@ def test_host_accesses_in_full_program(prog_trace):
     assert (acc.slices > 0).all()
     ns = k.set_index("kernel_id").n_slices
     assert all(int(m) < (1 << int(ns[kid])) for kid, m in zip(acc.kernel_id, acc.slices))
+
+
+# --------------------------------------------------------------------------- v1.2 additions
+def _attrs(stdout: str) -> dict:
+    """The `attr` lines of uvmt_testprog blocks (the runtime's own view, uninstrumented)."""
+    out = {}
+    for ln in stdout.splitlines():
+        if ln.startswith("attr "):
+            f = ln.split()
+            out[f[1]] = {f[i]: int(f[i + 1]) for i in range(2, len(f), 2)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def blocks_trace(collector, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("blocks")
+    prog = collector["prog"]
+    plain = subprocess.run([str(prog), "blocks"], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp / "blocks.uvmtrace"
+    assert record(out, [str(prog), "blocks"], "both", lib=collector["lib"],
+                  extra_env={"UVMTRACE_TIMERS": "1"}) == 0
+    off = tmp / "off.uvmtrace"  # the same run with streams and launch attributes off
+    assert record(off, [str(prog), "blocks"], "pages", lib=collector["lib"],
+                  extra_env={"UVMTRACE_STREAMS": "0", "UVMTRACE_LAUNCH_ATTRS": "0"}) == 0
+    return {"out": out, "off": off, "t": _tables(out), "attrs": _attrs(plain.stdout)}
+
+
+def test_launch_attributes(blocks_trace):
+    t, want = blocks_trace["t"], blocks_trace["attrs"]
+    assert t["manifest"]["minor"] == 2
+    k = t["kernels"]
+    names = [n.split("(")[0] for n in k.name]
+    assert names == ["k_gstride", "k_smem", "k_grid2d", "k_smem"]
+    geo = {"k_gstride": (64, 256, 0), "k_smem": (512, 128, 3072), "k_grid2d": (8, 256, 0)}
+    for i, name in enumerate(names):
+        row, w = k.iloc[i], want[name]
+        n_blocks, threads, dyn = geo[name]
+        got = (int(row.n_blocks), int(row.threads_per_block), int(row.smem_dynamic_bytes))
+        assert got == (n_blocks, threads, dyn), (i, name, got)  # kernel 3 is a graph node
+        assert int(row.regs_per_thread) == w["regs"], (i, name)
+        assert int(row.smem_static_bytes) == w["smem_static"], (i, name)
+        assert int(row.sm_count) == w["sm_count"] and int(row.cluster_blocks) == 1
+        assert int(row.max_blocks_per_sm) == w["occupancy"], (i, name, int(row.max_blocks_per_sm))
+    assert int(k.smem_static_bytes[1]) == 2048
+    src = t["manifest"]["source"]
+    # the page pass's view (instrumented functions) against the timing pass's; the trace takes
+    # the latter where it has them, the graph node (kernel 3) has only the former
+    print("launch attribute mismatches:", src["launch_attribute_mismatches"],
+          src["launch_attribute_mismatch_examples"])
+    end = src["pages_pass_end"]
+    assert end["attr_errors"] == 0 and end["stream_status"] == {"ok": 4}, end
+    assert end["timers"]["launches"] == 4 and end["timers"]["copies"] >= 4
+
+
+def test_grid_stride_blocks_keep_their_own_touch_order(blocks_trace):
+    """Each block of a grid-stride fill over an array: its first page is
+    (b x blockDim x 4 bytes) >> 12 and its pages advance by the grid stride."""
+    tr = load_trace(blocks_trace["out"], streams=True)
+    s, A = tr.streams, tr.arrays
+    grid, threads, iters = 64, 256, 16
+    al = tr.allocations
+    a_row = int(np.flatnonzero(al["size"].to_numpy() == 1 << 20)[0])
+    p0 = int(A.a_page_off[a_row])
+    assert int(s.k_unit[0]) == 12
+    b0, b1 = s.k_block_start[0], s.k_block_start[1]
+    assert s.blk_id[b0:b1].tolist() == list(range(grid))
+    stride = grid * threads * 4 // 4096
+    for b in range(grid):
+        r0, r1 = s.blk_row_start[b0 + b], s.blk_row_start[b0 + b + 1]
+        pages = (s.row_page[r0:r1] - p0).tolist()
+        assert pages == [(b * threads * 4 >> 12) + k * stride for k in range(iters)], (b, pages)
+        t = s.row_t[r0:r1]
+        assert (np.diff(t) >= 0).all() and t[0] == 0
+        assert s.blk_t_end[b0 + b] - s.blk_t_start[b0 + b] >= t[-1]
+        assert (s.row_flags[r0:r1] == 2).all()
+    assert s.blk_t_start[b0:b1].min() == 0
+    # the 2-D grid: block x + 4 y wrote page x + 4 y of its buffer
+    g_row = int(np.flatnonzero(al["size"].to_numpy() == 8 * 4096)[0])
+    g0 = int(A.a_page_off[g_row])
+    b0, b1 = s.k_block_start[2], s.k_block_start[3]
+    assert s.blk_id[b0:b1].tolist() == list(range(8))
+    for b in range(8):
+        r0, r1 = s.blk_row_start[b0 + b], s.blk_row_start[b0 + b + 1]
+        assert (s.row_page[r0:r1] - g0).tolist() == [b]
+
+
+def test_streams_leave_v11_content_and_replay_unchanged(blocks_trace):
+    import uvmsim
+    from uvmsim.trace import streams as S
+    t, off = blocks_trace["t"], _tables(blocks_trace["off"])
+    assert "minor" not in off["manifest"] or off["manifest"]["minor"] == 1
+    # per kernel: the same pages, flags and counts with streams on and off
+    for kid in range(4):
+        on = t["accesses"][t["accesses"].kernel_id == kid]
+        of = off["accesses"][off["accesses"].kernel_id == kid]
+        key = lambda d: sorted(zip(d.page.tolist(), d["flags"].tolist(), d["count"].tolist()))  # noqa: E731
+        assert key(on) == key(of), kid
+    tr = load_trace(blocks_trace["out"])
+    tabs = {n: t[n] for n in ("allocations", "events", "kernels", "accesses")}
+    tabs["kernels"] = tabs["kernels"].drop(columns=[c for c in S.LAUNCH_COLUMNS + S.STREAM_COLUMNS
+                                                    if c in tabs["kernels"]])
+    plain = uvmsim.trace_from_tables(**tabs)
+    for f in (1.0, 3.0):
+        assert uvmsim.simulate(tr, oversub=f).summary == uvmsim.simulate(plain, oversub=f).summary

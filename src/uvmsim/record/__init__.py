@@ -1,4 +1,4 @@
-"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.1.
+"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.2.
 
     uvmsim record -o OUT.uvmtrace [--pass pages|timing|both] -- CMD ARGS...
 

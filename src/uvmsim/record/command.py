@@ -1,4 +1,4 @@
-"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.1.
+"""`uvmsim record`: run a CUDA program under the native collector and write a uvmtrace v1.2.
 
 `record` runs the passes (collector.py), reads their raw files (raw.py), joins and tabulates
 them (join.py, tables.py) and writes the trace; `configure_parser`, `run_from_args` and
@@ -190,7 +190,8 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         from ..trace import write_trace  # late: keeps `record --help` light
         write_trace(out_p, allocations=tables["allocations"], events=tables["events"],
                     kernels=tables["kernels"], accesses=tables["accesses"], source=source,
-                    overwrite=overwrite)
+                    overwrite=overwrite, blocks=tables.get("blocks"),
+                    block_accesses=tables.get("block_accesses"))
         n_um = _write_uvm_events(out_p, uvm_raw)
         if n_um:
             m = json.loads((out_p / "manifest.json").read_text())

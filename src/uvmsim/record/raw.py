@@ -11,11 +11,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["REC_DTYPE", "RawPass", "pick_process", "read_raw_pass"]
+__all__ = ["REC_DTYPE", "SBLK_DTYPE", "SROW_DTYPE", "RawPass", "pick_process", "read_raw_pass"]
 
 #: one touched page of one kernel, as the page pass writes it (native_trace/src/uvmt_layout.h);
 #: `slices` is the mask of time slices, already folded to the kernel's width
 REC_DTYPE = np.dtype([("page", "<u8"), ("count", "<u4"), ("flags", "<u4"), ("slices", "<u8")])
+#: the per-thread-block streams, in ``pages.<pid>.streams.bin`` (native_trace/src/streams_host.h):
+#: a kernel's blocks (each with its number of rows, times in the kernel's ticks), then its rows
+#: (each block's in order)
+SBLK_DTYPE = np.dtype([("block", "<u4"), ("n_rows", "<u4"), ("t_start", "<u4"), ("t_end", "<u4")])
+SROW_DTYPE = np.dtype([("page", "<u8"), ("t", "<u4"), ("flags", "<u4")])
 
 
 @dataclass
@@ -27,6 +32,7 @@ class RawPass:
     lines: list[dict[str, Any]]
     bin_path: Path | None = None
     bad_lines: int = 0  # lines that were not JSON (a crash can cut the last one short)
+    streams_path: Path | None = None  # the page pass's stream records (uvmtrace v1.2)
 
     @property
     def complete(self) -> bool:
@@ -63,7 +69,9 @@ def read_raw_pass(raw_dir: str | os.PathLike, pass_name: str) -> list[RawPass]:
                 except json.JSONDecodeError:
                     bad += 1
         b = p.with_suffix(".bin")
-        out.append(RawPass(pass_name, int(m.group(1)), lines, b if b.exists() else None, bad))
+        sb = p.with_name(f"{pass_name}.{m.group(1)}.streams.bin")
+        out.append(RawPass(pass_name, int(m.group(1)), lines, b if b.exists() else None, bad,
+                           sb if sb.exists() else None))
     return out
 
 

@@ -1,4 +1,5 @@
-"""Turning raw passes into the four uvmtrace tables (allocations, events, kernels, accesses).
+"""Turning raw passes into the uvmtrace tables (allocations, events, kernels, accesses, and
+with uvmtrace v1.2 streams, blocks and block_accesses).
 
 The page pass's lines are read in order; each kind of line (its ``t``) has one handler,
 registered in `HANDLERS`, that adds to a `PagePassTables` under construction. Kinds without a
@@ -18,7 +19,7 @@ import pandas as pd
 
 from .errors import LaunchMismatchError, RecordError
 from .join import join_launches, timing_order
-from .raw import REC_DTYPE, RawPass
+from .raw import REC_DTYPE, SBLK_DTYPE, SROW_DTYPE, RawPass
 
 __all__ = ["HANDLERS", "PagePassTables", "build_tables"]
 
@@ -149,6 +150,17 @@ class PagePassTables:
     merged_nodes: int = 0
     with_slices: int = 0           # kernels whose line gives n_slices (page pass with slices)
     host_pages: int = 0
+    # uvmtrace v1.2: launch attributes and per-thread-block streams
+    streams_path: Path | None = None
+    srecs: np.ndarray | None = None        # the streams file, as 16-byte records
+    last_acc: pd.DataFrame | None = None   # the access rows of the last kernel line
+    with_attrs: int = 0                    # kernel lines with launch attributes
+    attr_mismatches: list[str] = field(default_factory=list)
+    stream_lines: int = 0
+    stream_rows_outside: int = 0           # stream rows dropped with their pages
+    stream_status: Counter = field(default_factory=Counter)
+    sb_parts: list[pd.DataFrame] = field(default_factory=list)
+    sa_parts: list[pd.DataFrame] = field(default_factory=list)
 
     def finish(self, tables: dict[str, pd.DataFrame], stats: dict[str, Any]) -> None:
         """Write the gathered rows into `tables` and the counts into `stats`."""
@@ -171,6 +183,7 @@ class PagePassTables:
             tables["kernels"] = k
         if self.acc_parts:
             tables["accesses"] = pd.concat(self.acc_parts, ignore_index=True)
+        _finish_v12(self, tables)
         if slices:  # uvmtrace v1.1 time slices (docs/trace-format.md)
             k = tables["kernels"]
             k["n_slices"] = pd.array(k["n_slices"].tolist(), dtype="UInt8")
@@ -196,6 +209,16 @@ class PagePassTables:
             "slices": slices,
             "host_access_events": sum(1 for e in self.events if e["op"] == "host_access"),
             "host_access_pages": self.host_pages,
+            "launch_attributes": self.with_attrs,
+            "launch_attribute_mismatches": len(self.attr_mismatches),
+            "launch_attribute_mismatch_examples": self.attr_mismatches[:10],
+            "streams": {"kernels": self.stream_lines,
+                        "with_stream": sum(1 for k in self.kernels
+                                           if k.get("stream_unit") is not None),
+                        "blocks": int(sum(len(x) for x in self.sb_parts)),
+                        "rows": int(sum(len(x) for x in self.sa_parts)),
+                        "rows_dropped_outside_live_allocations": self.stream_rows_outside,
+                        "without_stream_by_reason": dict(self.stream_status)},
         })
         stats["skipped"] = dict(self.skipped)
 
@@ -249,7 +272,9 @@ def _kernel(b: PagePassTables, r: dict[str, Any]) -> None:
     b.kernels.append({"kernel_id": kid, "name": r["name"],
                       "duration_ns": (tr["end"] - tr["start"]) if tr else None,
                       "grid": r.get("grid"), "block": r.get("block"),
-                      "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns")})
+                      "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns"),
+                      **_launch_attrs(b, r, tr, kid)})
+    b.last_acc = None
     if r.get("n_slices") is not None:
         b.with_slices += 1
     b.events.append({"op": "kernel", "kernel_id": kid, "stream": r.get("stream"),
@@ -293,6 +318,7 @@ def _kernel_pages(b: PagePassTables, r: dict[str, Any], kid: int) -> None:
         # ranks stay dense after dropping rows: order within the kept pages
         "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order,
         "slices": sl[ok]}))
+    b.last_acc = b.acc_parts[-1]
 
 
 @_handles("memcpy")
@@ -358,6 +384,129 @@ def _host_scan_error(b: PagePassTables, r: dict[str, Any]) -> None:
     b.kernel_errors.append(f"host accesses: {r.get('error')}")
 
 
+# --------------------------------------------------------------------------- v1.2
+#: kernel line field -> kernels.parquet column (docs/trace-format.md, v1.2)
+_ATTRS = {"n_blocks": "n_blocks", "threads": "threads_per_block", "cluster": "cluster_blocks",
+          "regs": "regs_per_thread", "smem_static": "smem_static_bytes",
+          "smem_dyn": "smem_dynamic_bytes", "sm_count": "sm_count",
+          "occupancy": "max_blocks_per_sm"}
+_TIMING_ATTRS = ("regs", "smem_static", "smem_dyn")
+
+
+def _launch_attrs(b: PagePassTables, r: dict[str, Any], tr: dict[str, Any] | None,
+                  kid: int) -> dict[str, Any]:
+    """The launch columns of a kernel line. Registers, shared memory and (for launches made
+    by a launch call) the occupancy come from the timing pass when it joined: CUPTI's record
+    of the uninstrumented launch. They are checked against the page pass's
+    (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and any
+    difference is reported."""
+    if "n_blocks" not in r:
+        return {}
+    b.with_attrs += 1
+    out = {col: r.get(f) for f, col in _ATTRS.items()}
+    if tr is not None and all(f in tr for f in _TIMING_ATTRS):
+        fields = _TIMING_ATTRS + (("occupancy",) if "occupancy" in tr else ())
+        diff = [f"{f} {r.get(f)} (page pass) vs {tr[f]} (timing pass)" for f in fields
+                if r.get(f) is not None and int(r[f]) != int(tr[f])]
+        if diff:
+            b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
+        for f in fields:
+            out[_ATTRS[f]] = int(tr[f])
+    return out
+
+
+@_handles("stream")
+def _stream(b: PagePassTables, r: dict[str, Any]) -> None:
+    """The per-thread-block stream of the kernel line just before (its records in the streams
+    file). A stream that is missing, or that breaks a rule of the format once the kernel's
+    pages outside live allocations are dropped, leaves the kernel without one (counted)."""
+    if not b.kernels:
+        return
+    b.stream_lines += 1
+    k = b.kernels[-1]
+    status = r.get("status", "missing")
+    if status != "ok":
+        b.stream_status[status] += 1
+        return
+    unit, tick = int(r["unit"]), int(r["tick_ns"])
+    n_blocks = k.get("n_blocks")
+    blocks, rows = _stream_records(b, r, k)
+    if n_blocks is None or not 12 <= unit <= 30 or not 1 <= tick <= 1 << 31:
+        b.stream_status["bad_line"] += 1
+        return
+    acc = b.last_acc
+    acc_page = acc["page"].to_numpy(np.uint64) if acc is not None else np.zeros(0, np.uint64)
+    acc_flags = acc["flags"].to_numpy(np.uint8) if acc is not None else np.zeros(0, np.uint8)
+    # rows on pages the trace drops (outside live allocations) go too, and blocks left empty
+    keep = b.live.page_mask(rows["page"].to_numpy(np.uint64))
+    if not keep.all():
+        rows = rows[keep]
+        blocks = blocks[blocks["block"].isin(rows["block"].unique())]
+        b.stream_rows_outside += int((~keep).sum())
+    from ..trace.streams import check_kernel_stream
+    broken = check_kernel_stream(unit, int(n_blocks), blocks, rows, acc_page, acc_flags)
+    if broken is not None:
+        b.stream_status[f"breaks {broken}"] += 1
+        return
+    k["stream_unit"], k["stream_tick_ns"] = unit, tick
+    kid = np.uint32(k["kernel_id"])
+    b.sb_parts.append(blocks.assign(kernel_id=kid)[["kernel_id", "block", "t_start", "t_end"]])
+    b.sa_parts.append(rows.assign(kernel_id=kid)[["kernel_id", "block", "page", "t", "flags"]])
+
+
+def _stream_records(b: PagePassTables, r: dict[str, Any], k: dict[str, Any]
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A stream line's block and row records, as frames (rows carry their block)."""
+    if b.srecs is None:
+        b.srecs = np.empty(0, np.uint8)
+        if b.streams_path is not None and b.streams_path.stat().st_size:
+            b.srecs = np.memmap(b.streams_path, dtype=np.uint8, mode="r")
+    out = []
+    for off, n, dt in ((int(r["b_off"]), int(r["b_n"]), SBLK_DTYPE),
+                       (int(r["r_off"]), int(r["r_n"]), SROW_DTYPE)):
+        if off < 0 or n < 0 or off % dt.itemsize or off + n * dt.itemsize > b.srecs.size:
+            raise RecordError(f"{b.streams_path}: the stream of kernel {k['kernel_id']} "
+                              f"({k['name']}) names bytes [{off}, {off + n * dt.itemsize}) "
+                              f"beyond the file's {b.srecs.size}")
+        out.append(np.frombuffer(b.srecs[off:off + n * dt.itemsize], dtype=dt))
+    blk, row = out
+    if int(blk["n_rows"].sum(dtype=np.uint64)) != row.size:
+        raise RecordError(f"{b.streams_path}: the stream of kernel {k['kernel_id']} "
+                          f"({k['name']}) counts {int(blk['n_rows'].sum(dtype=np.uint64))} "
+                          f"rows in its blocks but has {row.size}")
+    blocks = pd.DataFrame({"block": blk["block"].copy(), "t_start": blk["t_start"].copy(),
+                           "t_end": blk["t_end"].copy()})
+    rows = pd.DataFrame({"block": np.repeat(blk["block"], blk["n_rows"]),
+                         "page": row["page"].copy(), "t": row["t"].copy(),
+                         "flags": row["flags"].astype(np.uint8)})
+    if (row["flags"] > 255).any():
+        rows["flags"] = np.uint8(0)  # out of range: the rule check refuses it
+    return blocks, rows
+
+
+def _finish_v12(b: PagePassTables, tables: dict[str, pd.DataFrame]) -> None:
+    """The launch columns (when the page pass gave them) and the stream tables."""
+    k = tables["kernels"]
+    if b.with_attrs and len(k):
+        for col in list(_ATTRS.values()):
+            if col not in k:
+                k[col] = None
+            k[col] = pd.array(k[col].tolist(), dtype="Int64")
+    else:
+        tables["kernels"] = k.drop(columns=list(_ATTRS.values()), errors="ignore")
+    k = tables["kernels"]
+    if b.stream_lines:
+        for col in ("stream_unit", "stream_tick_ns"):
+            k[col] = pd.array(k[col].tolist() if col in k else [None] * len(k), dtype="Int64")
+        from ..trace.streams import empty_tables
+        e = empty_tables()
+        tables["blocks"] = pd.concat([e["blocks"]] + b.sb_parts, ignore_index=True)
+        tables["block_accesses"] = pd.concat([e["block_accesses"]] + b.sa_parts,
+                                             ignore_index=True)
+    else:
+        tables["kernels"] = k.drop(columns=["stream_unit", "stream_tick_ns"], errors="ignore")
+
+
 @_handles("module_error")
 def _module_error(b: PagePassTables, r: dict[str, Any]) -> None:
     b.kernel_errors.append(f"module patching: {r.get('errors')}")
@@ -419,7 +568,8 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
     if pages.bin_path is not None and pages.bin_path.stat().st_size:
         recs = np.memmap(pages.bin_path, dtype=REC_DTYPE, mode="r")
 
-    b = PagePassTables(pages.bin_path, recs, kact, join, stats["skipped"])
+    b = PagePassTables(pages.bin_path, recs, kact, join, stats["skipped"],
+                       streams_path=pages.streams_path)
     for r in pages.lines:
         handler = HANDLERS.get(r.get("t"))  # type: ignore[arg-type]
         if handler is not None:

@@ -1,4 +1,4 @@
-"""Read, validate and write uvmtrace v1 / v1.1 directories (docs/trace-format.md).
+"""Read, validate and write uvmtrace v1 / v1.1 / v1.2 directories (docs/trace-format.md).
 
 Nothing here knows about simulation: it checks the contract and turns a trace into the
 dense arrays of `TraceArrays` once, streaming the access rows so a large trace never sits in
@@ -24,10 +24,11 @@ import pyarrow.parquet as pq
 from ..errors import TraceFormatError
 from . import _resolve as R
 from ._parquet import PARQUET_ERRORS, _one_line, open_checked
-from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, EVENTS, FORMAT,
-                     HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST, MAX_SLICES, MINOR,
-                     OP_CODE, OPS, OPTIONAL, PAGE_SIZE, PREFETCH_ARGS, RANGE_OPS,
-                     REQUIRED_FILES, SCHEMAS, V11_OPS, VERSION, arrow_schema)
+from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, BLOCK_ACCESSES, BLOCKS,
+                     EVENTS, FORMAT, HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST,
+                     MAX_SLICES, MINOR, OP_CODE, OPS, OPTIONAL, OPTIONAL_MINOR, PAGE_SIZE,
+                     PREFETCH_ARGS, RANGE_OPS, REQUIRED_FILES, SCHEMAS, STREAM_FILES, V11_OPS,
+                     VERSION, arrow_schema)
 from .model import Trace, TraceArrays
 
 TableLike = Any  # pandas.DataFrame | pyarrow.Table
@@ -332,6 +333,8 @@ def _build(alloc_t: pa.Table, events_t: pa.Table, kernels_t: pa.Table,
             raise TraceFormatError(f"n_slices {k_nslices[_first(bad)]} out of range "
                                    f"(1..{MAX_SLICES})", file=fk, column="n_slices",
                                    row=_first(bad))
+    from . import streams as _streams  # v1.2 launch and stream columns
+    _streams.check_kernel_columns(kernels, fk)
 
     # events
     n_ev = len(events)
@@ -818,7 +821,8 @@ def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
 
 # --------------------------------------------------------------------------- public API
 def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
-               batch_rows: int = _BATCH_ROWS, stream: bool = False) -> Trace:
+               batch_rows: int = _BATCH_ROWS, stream: bool = False,
+               streams: bool = False) -> Trace:
     """Read and validate a uvmtrace v1 directory.
 
     Raises `TraceFormatError` naming the file, column and first offending row for anything
@@ -832,6 +836,10 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     again from the file kernel by kernel (src/uvmsim/stream.py), so a trace whose rows do not
     fit in memory still replays, with the same counts. `batch_rows` is the rows decoded at
     a time (with stream=True, about the rows held in memory, plus one kernel's).
+
+    v1.2 per-thread-block streams (blocks.parquet, block_accesses.parquet) are checked for
+    framing and columns here; their rows are read and checked when `trace.streams` is first
+    used, or here with `streams=True` (src/uvmsim/trace/streams.py).
     """
     d = Path(path)
     try:
@@ -867,14 +875,22 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     pf = files[ACCESSES]
     _check_columns(pf.schema_arrow.names, ACCESSES, names[ACCESSES])
     cols = _spec_columns(pf.schema_arrow.names, ACCESSES)
-    if manifest.get("minor", 0) < 1:
-        # a v1.1 feature under a v1 manifest: a v1 reader would silently ignore the
-        # columns, so the trace does not mean what its manifest says
-        for f, present in ((KERNELS, _optional_present(small[KERNELS].column_names, KERNELS)),
-                           (ACCESSES, _optional_present(cols, ACCESSES))):
-            if present:
-                raise TraceFormatError("v1.1 column in a trace whose manifest says minor 0",
-                                       file=names[f], column=present[0])
+    minor = manifest.get("minor", 0)
+    # a feature of a later minor under an earlier manifest: a reader of that minor would
+    # silently ignore it, so the trace does not mean what its manifest says
+    for f, present in ((KERNELS, _optional_present(small[KERNELS].column_names, KERNELS)),
+                       (ACCESSES, _optional_present(cols, ACCESSES))):
+        late = [c for c in present if OPTIONAL_MINOR[c] > minor]
+        if late:
+            raise TraceFormatError(f"v1.{OPTIONAL_MINOR[late[0]]} column in a trace whose "
+                                   f"manifest says minor {minor}", file=names[f],
+                                   column=late[0])
+    stream_present = tuple((d / f).exists() for f in STREAM_FILES)
+    if minor < 2 and any(stream_present):
+        f = STREAM_FILES[stream_present.index(True)]
+        raise TraceFormatError(f"v1.2 file in a trace whose manifest says minor {minor}",
+                               file=str(d / f))
+    if minor < 1:
         ops = small[EVENTS].column("op")
         if len(ops) and pc.any(pc.is_in(ops, pa.array(sorted(V11_OPS)))).as_py():
             r = int(np.flatnonzero(pc.is_in(ops, pa.array(sorted(V11_OPS))).to_numpy(
@@ -893,10 +909,24 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
                 raise TraceFormatError("changed since it was loaded", file=names[ACCESSES])
             return _batches(open_checked(fx, names[ACCESSES]), batch_rows, cols,
                             names[ACCESSES])
-    return _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS],
-                  _batches(pf, batch_rows, cols, names[ACCESSES]),
-                  pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
-                  has_slices="slices" in cols, reread=reread)
+    from . import streams as _streams
+    snames = {f: str(d / f) for f in STREAM_FILES}
+    has_streams = _streams.check_presence(small[KERNELS].to_pandas(), stream_present,
+                                          names[KERNELS], snames)
+    if has_streams:
+        for f in STREAM_FILES:
+            if not (d / f).is_file():
+                raise TraceFormatError("not a regular file", file=snames[f])
+        _streams.open_files(d, snames)
+    trace = _build(small[ALLOCATIONS], small[EVENTS], small[KERNELS],
+                   _batches(pf, batch_rows, cols, names[ACCESSES]),
+                   pf.metadata.num_rows, names, manifest, drop_out_of_range, d,
+                   has_slices="slices" in cols, reread=reread)
+    if has_streams:
+        trace._cache["streams_source"] = _streams._Source(names=snames, path=d)
+        if streams:
+            _streams.load_streams(trace)
+    return trace
 
 
 def _batches(pf: pq.ParquetFile, batch_rows: int, cols: list[str],
@@ -936,42 +966,56 @@ def _guarded(batches: Iterator[pa.RecordBatch], shown: str) -> Iterator[pa.Recor
 
 def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: TableLike,
                       accesses: TableLike, source: dict[str, Any] | None = None,
-                      drop_out_of_range: bool = False) -> Trace:
-    """Validate in-memory tables (pandas or Arrow) as a uvmtrace, without touching disk."""
+                      drop_out_of_range: bool = False, blocks: TableLike | None = None,
+                      block_accesses: TableLike | None = None) -> Trace:
+    """Validate in-memory tables (pandas or Arrow) as a uvmtrace, without touching disk.
+
+    `blocks` and `block_accesses` (v1.2 streams) are checked too and kept as
+    `trace.streams`."""
     tables = {f: _coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
-    manifest = _manifest(tables, dict(source or {}))
+    stables = _stream_tables(blocks, block_accesses)
+    manifest = _manifest(tables, dict(source or {}), stables is not None)
     acc = tables[ACCESSES]
-    return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
-                  iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-                  {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None,
-                  has_slices="slices" in acc.column_names)
+    trace = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                   iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                   {f: f for f in REQUIRED_FILES}, manifest, drop_out_of_range, None,
+                   has_slices="slices" in acc.column_names)
+    _attach_streams(trace, tables[KERNELS], stables)
+    return trace
 
 
 def retable(trace: Trace, *, allocations: TableLike, events: TableLike,
             source: dict[str, Any]) -> Trace:
     """`trace` with other allocation and event tables, the same kernels and the same access
     rows (by virtual page), validated as any trace. A streamed trace stays streamed: its
-    rows are read again from its file, and the new Trace streams them too."""
+    rows are read again from its file, and the new Trace streams them too. v1.2 streams
+    (by virtual page too) come along, read and checked against the new Trace on first use."""
     tables = {ALLOCATIONS: _coerce_table(allocations, ALLOCATIONS),
               EVENTS: _coerce_table(events, EVENTS),
               KERNELS: _coerce_table(trace.kernels, KERNELS)}
     drop = trace.dropped_rows > 0
+    streams = trace._cache.get("streams_source")
     if trace.rows is None:
         acc = _coerce_table(_access_rows(trace), ACCESSES)
         tables[ACCESSES] = acc
-        return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
-                      iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-                      {f: f for f in REQUIRED_FILES}, _manifest(tables, source), drop, None,
-                      has_slices="slices" in acc.column_names)
-    reread = trace.rows._reread
-    d = trace.path
-    names = {f: str(d / f) for f in REQUIRED_FILES}
-    manifest = {**trace.manifest, "source": source}
-    return _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS], reread(),
-                  trace.rows.n_rows + trace.dropped_rows, names, manifest, drop, d,
-                  has_slices=trace.rows.has_slices, reread=reread)
+        new = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                     iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                     {f: f for f in REQUIRED_FILES},
+                     _manifest(tables, source, streams is not None), drop, None,
+                     has_slices="slices" in acc.column_names)
+    else:
+        reread = trace.rows._reread
+        d = trace.path
+        names = {f: str(d / f) for f in REQUIRED_FILES}
+        manifest = {**trace.manifest, "source": source}
+        new = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS], reread(),
+                     trace.rows.n_rows + trace.dropped_rows, names, manifest, drop, d,
+                     has_slices=trace.rows.has_slices, reread=reread)
+    if streams is not None:
+        new._cache["streams_source"] = streams
+    return new
 
 
 def _access_rows(trace: Trace) -> pd.DataFrame:
@@ -994,26 +1038,59 @@ def _access_rows(trace: Trace) -> pd.DataFrame:
     return df
 
 
-def _manifest(tables: dict[str, pa.Table], source: dict[str, Any]) -> dict[str, Any]:
-    """The manifest of a trace made of these tables: minor 1 when a v1.1 feature is used,
-    so a v1-only reader refuses it by name rather than misreading it."""
+def _stream_tables(blocks: TableLike | None,
+                   block_accesses: TableLike | None) -> dict[str, pa.Table] | None:
+    """The v1.2 stream tables cast to the spec schema, or None when neither is given."""
+    if blocks is None and block_accesses is None:
+        return None
+    if blocks is None or block_accesses is None:
+        raise ValueError("blocks and block_accesses come together (v1.2 streams)")
+    return {BLOCKS: _coerce_table(blocks, BLOCKS),
+            BLOCK_ACCESSES: _coerce_table(block_accesses, BLOCK_ACCESSES)}
+
+
+def _attach_streams(trace: Trace, kernels_t: pa.Table,
+                    stables: dict[str, pa.Table] | None) -> None:
+    """Check the stream tables against the trace and keep them as trace.streams."""
+    from . import streams as _streams
+    names = {f: f for f in STREAM_FILES}
+    present = (stables is not None,) * 2
+    if _streams.check_presence(kernels_t.to_pandas(), present, KERNELS, names):
+        src = _streams._Source(names=names, tables=stables)
+        trace._cache["streams_source"] = src   # a view of the trace (retable) reads it again
+        _streams.load_streams(trace, source=src)
+
+
+def _manifest(tables: dict[str, pa.Table], source: dict[str, Any],
+              has_streams: bool = False) -> dict[str, Any]:
+    """The manifest of a trace made of these tables: the minor of the latest feature used
+    (1: v1.1 columns or host_access; 2: v1.2 columns or streams), so a reader of an earlier
+    minor refuses it by name rather than misreading it."""
     m = {"format": FORMAT, "version": VERSION, "page_size": PAGE_SIZE, "source": source}
-    uses_v11 = any(_optional_present(t.column_names, f) for f, t in tables.items()) or \
-        bool(set(tables[EVENTS].column("op").to_pylist()) & V11_OPS)
-    if uses_v11:
-        m["minor"] = MINOR
+    minor = max([OPTIONAL_MINOR[c] for f, t in tables.items()
+                 for c in _optional_present(t.column_names, f)] + [0])
+    if set(tables[EVENTS].column("op").to_pylist()) & V11_OPS:
+        minor = max(minor, 1)
+    if has_streams:
+        minor = max(minor, 2)
+    if minor:
+        m["minor"] = minor
     return m
 
 
 def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: TableLike,
                 kernels: TableLike, accesses: TableLike, source: dict[str, Any] | None = None,
-                overwrite: bool = False, validate: bool = True) -> Path:
+                overwrite: bool = False, validate: bool = True,
+                blocks: TableLike | None = None,
+                block_accesses: TableLike | None = None) -> Path:
     """Write a uvmtrace directory (the one writer generators and the collector share).
 
     Tables are pandas DataFrames or Arrow tables with the spec's columns (the v1.1 optional
     columns are kept when present, other extra columns dropped, types cast losslessly); the
-    manifest says minor 1 when a v1.1 column or event is used. The trace is validated before anything is written and
-    written to a temporary sibling first, so a failed write never leaves half a trace.
+    manifest says the minor of the latest feature used. `blocks` and `block_accesses` are
+    the v1.2 per-thread-block streams (both or neither). The trace is validated before
+    anything is written and written to a temporary sibling first, so a failed write never
+    leaves half a trace.
     """
     d = Path(path)
     if not d.name.endswith(".uvmtrace"):
@@ -1023,18 +1100,24 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
     tables = {f: _coerce_table(t, f) for f, t in
               ((ALLOCATIONS, allocations), (EVENTS, events), (KERNELS, kernels),
                (ACCESSES, accesses))}
-    manifest = _manifest(tables, _jsonable(dict(source or {})))
+    stables = _stream_tables(blocks, block_accesses)
+    manifest = _manifest(tables, _jsonable(dict(source or {})), stables is not None)
     if validate:
         acc = tables[ACCESSES]
-        _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
-               iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
-               {f: f for f in REQUIRED_FILES}, manifest, False, None,
-               has_slices="slices" in acc.column_names)
+        trace = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                       iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                       {f: f for f in REQUIRED_FILES}, manifest, False, None,
+                       has_slices="slices" in acc.column_names)
+        _attach_streams(trace, tables[KERNELS], stables)
+        del trace
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=d.name + ".", suffix=".tmp", dir=d.parent))
     try:
         for f, t in tables.items():
             pq.write_table(t, tmp / f, compression="zstd")
+        if stables is not None:
+            from . import streams as _streams
+            _streams.write_files(tmp, stables)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         if d.exists():
             shutil.rmtree(d)

@@ -80,14 +80,28 @@ class Trace:
         return int(self.rows.n_rows if self.rows is not None else self.arrays.row_page.size)
 
     @property
+    def streams(self):
+        """The v1.2 per-thread-block access streams (`uvmsim.trace.streams.Streams`), read
+        and checked on first use; None when the trace has none."""
+        from .streams import get
+        return get(self)
+
+    @property
+    def launch(self):
+        """The v1.2 launch columns by kernel rank (`uvmsim.trace.streams.LaunchArrays`)."""
+        from .streams import launch_arrays
+        return launch_arrays(self)
+
+    @property
     def footprint_bytes(self) -> int:
         """Bytes of all non-host allocations (sum of sizes)."""
         a = self.allocations
         return int(a.loc[a["kind"] != "host", "size"].sum())
 
     def info(self) -> dict[str, Any]:
-        """Headline facts, as `uvmsim info` prints them."""
-        return {
+        """Headline facts, as `uvmsim info` prints them (with the v1.2 streams' when they
+        have been read)."""
+        out = {
             "path": str(self.path) if self.path else None,
             "kernels": self.n_kernels,
             "accesses": self.n_accesses,
@@ -96,8 +110,13 @@ class Trace:
             "footprint_bytes": self.footprint_bytes,
             "peak_blocks": int(self.peak_blocks),
             "dropped_rows": int(self.dropped_rows),
-            "source": self.manifest.get("source", {}),
         }
+        s = self._cache.get("streams")
+        if s is not None:
+            out.update(stream_kernels=int((s.k_unit != 0).sum()), stream_blocks=int(s.blk_id.size),
+                       stream_rows=s.n_rows)
+        out["source"] = self.manifest.get("source", {})
+        return out
 
     def __repr__(self) -> str:
         where = f" {self.path}" if self.path else ""
