@@ -123,7 +123,7 @@ def evict_cost(tr, r, a, repeat: int = 20) -> dict:
 
     from uvmsim.engine.build import engine_for
     from uvmsim.engine.arrays import engine_arrays
-    from uvmsim.engine.state import EngineState, S_NFREE, engine_trace
+    from uvmsim.engine.state import EngineState, engine_trace
     from uvmsim.policies import get_evict, get_prefetch
 
     pf, ev = get_prefetch(a.prefetch), get_evict(a.evict)
@@ -133,7 +133,7 @@ def evict_cost(tr, r, a, repeat: int = 20) -> dict:
     @njit
     def drain(est, S, T):
         n = 0
-        while S.scal[S_NFREE] < S.chunk_block.size:
+        while S.pool[0].n_free < S.chunk_block.size:
             evict_one(est, S, T, 0, 0)
             n += 1
         return n

@@ -114,3 +114,14 @@ def test_engine_state_refuses_tenants_and_bases_compiled_code_cannot_index():
         new_state(1024, 2, 2, 1, 8, rank, hw, b_vbase=np.array([0, 1 << 50]))
     with pytest.raises(ConfigError, match="tenants"):
         new_state(1024, 2, 2, 1, 8, rank, hw, n_tenants=MAX_TENANTS + 1)
+
+
+def test_engine_state_refuses_hardware_that_is_not_one_record():
+    """The hardware constants are one record of named fields (config.Hardware.record): a
+    plain vector of them would otherwise become records of zeros."""
+    from uvmsim.config import get_hardware
+    rank = np.arange(2, dtype=np.int64)
+    with pytest.raises(ConfigError, match="HARDWARE record"):
+        new_state(1024, 2, 2, 1, 8, rank, np.zeros(9))
+    S = new_state(1024, 2, 2, 1, 8, rank, get_hardware(None).record())
+    assert S.hw[0].bw_peak_gbps == get_hardware(None).bw_peak_gbps > 0

@@ -38,7 +38,7 @@ def _run(src: Path, cache: Path) -> dict:
 
 
 def test_edited_helper_changes_the_result(tmp_path):
-    """Edit a constant in engine/timing.py in a copy of the package: the next run in the same
+    """Edit a constant in engine/link.py in a copy of the package: the next run in the same
     engine cache must recompile and see it (it used to load the stale engine)."""
     src = _copy_package(tmp_path)
     cache = tmp_path / "cache"
@@ -46,11 +46,11 @@ def test_edited_helper_changes_the_result(tmp_path):
     assert first["file"].startswith(str(src))
     again = _run(src, cache)
     assert again == first  # same sources: the cached engine, same answer
-    timing = src / "uvmsim" / "engine" / "timing.py"
-    text = timing.read_text()
+    link = src / "uvmsim" / "engine" / "link.py"
+    text = link.read_text()
     assert "_TWO_OVER_PI = 2.0 / math.pi" in text
-    timing.write_text(text.replace("_TWO_OVER_PI = 2.0 / math.pi",
-                                   "_TWO_OVER_PI = 1.0 / math.pi"))
+    link.write_text(text.replace("_TWO_OVER_PI = 2.0 / math.pi",
+                                 "_TWO_OVER_PI = 1.0 / math.pi"))
     edited = _run(src, cache)
     assert edited["faults"] == first["faults"]
     # half the bandwidth: every transfer's byte term doubles
@@ -82,13 +82,41 @@ def test_hook_helpers_get_the_key_in_their_disk_cache():
     """Numba's per-function disk cache of a hook is keyed by its module's closure, which
     holds the helpers it calls from other files."""
     _, hooks = build.policy_key(get_prefetch("density"), get_evict("lru4k"))
-    from uvmsim.engine import timing
+    from uvmsim.engine import link
     from uvmsim.policies.evict import lru2m
     lru4k_key = build.source_key(["uvmsim.policies.evict.lru4k"])
     assert hooks["EV_ON_FILL"]._cache._uvmsim_key == lru4k_key
     assert lru2m.push_recent._cache._uvmsim_key == build.source_key(
         ["uvmsim.policies.evict.lru2m"])
-    assert timing.transfer_ns._cache._uvmsim_key == build.source_key(
-        ["uvmsim.engine.timing"])
+    assert link.transfer_ns._cache._uvmsim_key == build.source_key(
+        ["uvmsim.engine.link"])
     idx = hooks["EV_ON_FILL"]._cache._index_key((), hooks["EV_ON_FILL"].targetctx.codegen())
     assert idx[-1] == lru4k_key
+
+
+def test_default_components_are_the_engine_defaults():
+    """A replay naming no tenant component and one naming the built-in defaults (`shared`
+    walkers, `interleave`, `shared` memory) bind the same hooks, so they share one engine."""
+    from uvmsim.components.memory import MEMORY
+    from uvmsim.components.sched import SCHEDULERS
+    from uvmsim.components.walkers import WALKERS
+    pf, ev = get_prefetch("density"), get_evict("lru2m")
+    k0, h0 = build.policy_key(pf, ev)
+    k1, h1 = build.policy_key(pf, ev, WALKERS["shared"], SCHEDULERS["interleave"],
+                              MEMORY["shared"])
+    assert (k0, h0) == (k1, h1)
+    k2, _ = build.policy_key(pf, ev, WALKERS["dws"])
+    assert k2 != k0  # another component's module is in the key
+
+
+def test_an_index_naming_a_vanished_type_is_stale_not_an_error():
+    """Numba unpickles a function's cache index before checking it is fresh: an index an
+    earlier uvmsim wrote may name a state class that is gone. That index reads as empty (the
+    function compiles again) instead of failing the replay."""
+    def vanished():
+        raise AttributeError("Can't get attribute 'NoMemState' on <module 'uvmsim.engine.state'>")
+    assert build._tolerant(vanished)() == {}
+    assert build._tolerant(lambda: {"sig": 1})() == {"sig": 1}
+    _, hooks = build.policy_key(get_prefetch("density"), get_evict("lru2m"))
+    cf = hooks["EV_VICTIM"]._cache._cache_file
+    assert cf._uvmsim_tolerant

@@ -12,7 +12,7 @@ import uvmsim
 import uvmsim.reference as ref
 from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, H200_PCIE5_FIT, MODELS, Hardware, Model,
                            get_model, model_from_constants)
-from uvmsim.engine.timing import transfer_ns
+from uvmsim.engine.link import transfer_ns
 from uvmsim.trace.builder import TraceBuilder
 
 from helpers import MiB, PAGE, ping_pong
@@ -183,7 +183,7 @@ def test_thrashing_clock_advances_over_slice_passes():
     hw = Hardware("t", batch_ns=1000.0, fault_ns=0.0, transfer_latency_ns=100.0,
                   bw_peak_gbps=16.0, bw_b=0.07292)
     t = three_blocks([0b1001, 0b0110, 0b1000], n_slices=4, duration_ns=4000)
-    x = transfer_ns(hw.vector(), PAGE)
+    x = transfer_ns(hw.record(), PAGE)
     d_a, d_b = (int(t.arrays.row_page[i]) for i in range(2))
     for translation in (None, True):
         r = uvmsim.simulate(t, slices=True, thrashing=True, capacity_chunks=1,

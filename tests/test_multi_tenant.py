@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uvmsim
 from uvmsim.config import Translation, get_model
-from uvmsim.engine.timing import transfer_ns
+from uvmsim.engine.link import transfer_ns
 from uvmsim.multi import simulate_multi, system_metrics
 from uvmsim.trace.builder import TraceBuilder
 
@@ -37,7 +37,7 @@ def copy_then_two_kernels():
 
 def test_tenant_and_system_metrics_by_hand():
     t = copy_then_two_kernels()
-    x = transfer_ns(get_model().hardware.vector(), PAGE)    # the copy holds the driver x ns
+    x = transfer_ns(get_model().hardware.record(), PAGE)    # the copy holds the driver x ns
     mr = simulate_multi([t, t], capacity_chunks=4, prefetch="none",
                         translation=Translation(walkers=1))
     # tenant 0 copies in [0, x]; tenant 1's copy waits for the driver, [x, 2x]; kernels do
@@ -582,10 +582,10 @@ def test_one_model_object_serves_simulate_multi_and_the_reference_model():
                                 "belady2m", "lru4k", "lru64k", "tbn"])
 def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
     """Four chunks filled in order by blocks of tenants 0, 1, 0, 1 (each block's first
-    page): a victim restricted to tenant j (S_VTEN, may_evict) is one of j's chunks; under
+    page): a victim restricted to tenant j (pool.victim_tenant, may_evict) is one of j's chunks; under
     the recency policies it is j's least recent one, and unrestricted the overall oldest."""
     from uvmsim.engine.arrays import engine_arrays
-    from uvmsim.engine.state import RES, S_VTEN, engine_trace, new_state
+    from uvmsim.engine.state import RES, engine_trace, new_state
     from uvmsim.policies import get_evict
     from uvmsim.policies.base import PolicyContext, empty_state
     from uvmsim.simulate import block_service_rank
@@ -597,7 +597,7 @@ def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
     pol = get_evict(ev)
     st = (pol.init or empty_state)(PolicyContext(4, 4, int(T.page_block.size), T, pol.params))
     S = new_state(int(T.page_block.size), 4, 4, 1, 256, block_service_rank(t, T),
-                  get_model().hardware.vector(), b_tenant=np.arange(4) % 2, n_tenants=2)
+                  get_model().hardware.record(), b_tenant=np.arange(4) % 2, n_tenants=2)
     ET = engine_trace(T)
     for blk in range(4):
         c = int(S.free_stack[3 - blk])
@@ -609,16 +609,16 @@ def test_every_eviction_policy_takes_victims_of_the_tenant_asked(ev):
         pos = int(T.page_pos[d])
         S.bres[blk * 8 + (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
         pol.on_fill(st, S, ET, c, blk, pos, pos, 1, blk)
-    S.scal[0] = 0          # no chunk free
+    S.pool[0].n_free = 0   # no chunk free
     owner = {int(S.b_chunk[blk]): blk % 2 for blk in range(4)}
     oldest = {0: int(S.b_chunk[0]), 1: int(S.b_chunk[1])}
     for ten in (0, 1):
-        S.scal[S_VTEN] = ten
+        S.pool[0].victim_tenant = ten
         pol.victim(st, S, ET, 0)
         assert owner[int(S.victim[0])] == ten, ev
         if ev in ("lru2m", "lru2m_access", "fifo2m", "lru4k", "lru64k", "tbn"):
             assert int(S.victim[0]) == oldest[ten], ev
-    S.scal[S_VTEN] = -1
+    S.pool[0].victim_tenant = -1
     pol.victim(st, S, ET, 0)
     if ev in ("lru2m", "fifo2m", "lru2m_access"):
         assert int(S.victim[0]) == oldest[0]

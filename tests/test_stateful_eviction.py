@@ -15,7 +15,7 @@ from helpers import examples
 from uvmsim.engine.build import engine_for
 from uvmsim.engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, CAUSE_API, CAUSE_DEMAND,
                                  CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_PREFETCH, HTOD_COLS, INB,
-                                 POP, RES, S_NBATCH, S_NFREE, C_ZERO_FILL, engine_trace, new_state)
+                                 POP, RES, C_ZERO_FILL, engine_trace, new_state)
 from uvmsim.config import get_hardware
 from uvmsim.policies import EVICT, get_evict, get_prefetch
 from uvmsim.policies.base import PolicyContext, empty_state
@@ -56,7 +56,7 @@ class EvictionMachine(RuleBasedStateMachine):
         self.est = (self.ev.init or empty_state)(ctx)
         self.pst = (pf.init or empty_state)(PolicyContext(cap, NB, n_pages, T, {}, 0))
         self.S = new_state(n_pages, NB, cap, 1, 256, block_service_rank(TRACE, T),
-                           get_hardware(None).vector(), b_vbase=block_vbase(T))
+                           get_hardware(None).record(), b_vbase=block_vbase(T))
         self.T = engine_trace(T)
         self.tick = 0
         self.populated = np.zeros(n_pages, bool)      # shadow: which pages hold data
@@ -77,7 +77,7 @@ class EvictionMachine(RuleBasedStateMachine):
         """What the policy names if making blk resident has to evict (on copies of its
         state, so a stateful policy such as random2m is not advanced)."""
         S = self.S
-        if S.b_chunk[blk] >= 0 or S.scal[S_NFREE] > 0:
+        if S.b_chunk[blk] >= 0 or S.pool[0].n_free > 0:
             return None
         saved = S.victim.copy()
         est = type(self.est)(*(a.copy() for a in self.est))
@@ -147,13 +147,13 @@ class EvictionMachine(RuleBasedStateMachine):
         blk0 = min({int(T.page_block[d]) for d in pages}, key=lambda k: S.b_rank[k])
         keys = np.sort(S.b_rank[T.page_block[pages]] * 512 + T.page_pos[pages])
         S.batch_key[:len(pages)] = keys
-        S.scal[S_NBATCH] = len(pages)
+        S.driver[0].n_batch = len(pages)
         for d in pages:
             S.pstate[d] &= ~INB
         named = self._predict_victim(blk0)
         for d in pages:
             S.pstate[d] |= INB
-        S.scal[S_NBATCH] = 0
+        S.driver[0].n_batch = 0
         if named is not None and S.chunk_block[named[0]] in {int(T.page_block[d]) for d in pages}:
             named = None   # a later block of this batch may refill the victim's block
         self._fill(blk0, 0, 0, lambda: self.eng.service_batch(
@@ -201,8 +201,8 @@ class EvictionMachine(RuleBasedStateMachine):
         S = self.S
         used = S.chunk_block >= 0
         assert used.sum() <= self.cap
-        assert used.sum() + S.scal[S_NFREE] == self.cap
-        assert set(S.free_stack[:S.scal[S_NFREE]].tolist()) == set(np.flatnonzero(~used).tolist())
+        assert used.sum() + S.pool[0].n_free == self.cap
+        assert set(S.free_stack[:S.pool[0].n_free].tolist()) == set(np.flatnonzero(~used).tolist())
         holders = np.flatnonzero(S.b_chunk >= 0)
         assert len(holders) == used.sum()
         assert (S.chunk_block[S.b_chunk[holders]] == holders).all()

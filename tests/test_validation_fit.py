@@ -74,6 +74,7 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
         synth.write("sequential", tmp_path / "traces" / f"{w}.uvmtrace",
                     footprint_bytes=16 * MiB, kernels=2)
     rows = []
+    # the H200's runs in results/, the H100's in their card's folder (validate.py --results)
     for w, kind, gpu, f in (("stream", "cuda", "NVIDIA H200", 1), ("stream", "cuda", "NVIDIA H200", 2),
                             ("stream", "cuda", "NVIDIA H100 80GB HBM3", 1),
                             ("mlp_pca", "torch", "", 1)):
@@ -81,16 +82,19 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
                      "censored": "false", "faults": 1 if f == 1 else None,
                      "htod_bytes": 4 * MiB if f == 1 else None, "dtoh_bytes": 0,
                      "free_bytes": int(32 * MiB / f), "reserve_bytes": 16 * MiB,
-                     "split": "fit", "gpu": gpu})
-    (tmp_path / "results").mkdir()
-    pd.DataFrame(rows).to_csv(tmp_path / "results" / "real_runs.csv", index=False)
+                     "split": "fit", "card": gpu})
+    (tmp_path / "results" / "h100").mkdir(parents=True)
+    df = pd.DataFrame(rows)
+    h100 = df["card"].str.contains("H100")
+    df[~h100].to_csv(tmp_path / "results" / "real_runs.csv", index=False)
+    df[h100].to_csv(tmp_path / "results" / "h100" / "real_runs.csv", index=False)
     monkeypatch.setattr(fit, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(fit, "TRACES", tmp_path / "traces")
     monkeypatch.setattr(fit, "_TRACES", {})
     monkeypatch.setattr(fit, "_BOUNDS", {})
     runs = fit.load_runs("cuda=4")
     cap = dict(zip(zip(runs["workload"], runs["card"], runs["factor"]), runs["capacity_bytes"]))
-    # CUDA rows lose the context's 4 MiB; PyTorch rows (and runs from before the gpu column,
+    # CUDA rows lose the context's 4 MiB; PyTorch rows (and runs from before the card column,
     # the H200's) their measured reserve
     assert cap[("stream", "h200", 2)] == 16 * MiB - 4 * MiB
     assert cap[("stream", "h100", 1)] == 32 * MiB - 4 * MiB

@@ -7,7 +7,7 @@ FAMILIES = ("h100", "h200", "a100", "b200")
 
 def card_of(gpu: str) -> str:
     """The card family of a GPU name ("NVIDIA H100 80GB HBM3" -> "h100"). Runs recorded
-    before the `gpu` column (an empty name) were all made on the H200."""
+    before the `card` column (an empty name) were all made on the H200."""
     name = gpu.lower()
     for fam in FAMILIES:
         if fam in name:

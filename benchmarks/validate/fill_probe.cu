@@ -8,6 +8,8 @@
 //        rw       a GPU fill, then ITERS grid-stride a[i] += 1
 //        read     a GPU fill, then ITERS grid-stride reads
 //        hostread a CPU fill, then ITERS grid-stride reads
+//        hash     a[p(i)] = f(i), grid-stride over i, p a fixed permutation of the
+//                 elements (multiplicative hash), so every block writes all over the array
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -22,6 +24,11 @@ __global__ void k_chunk(float* a, size_t n) {
   size_t per = (n + gridDim.x - 1) / gridDim.x, b = blockIdx.x * per, e = b + per < n ? b + per : n;
   for (size_t i = b + threadIdx.x; i < e; i += blockDim.x) a[i] = (float)(i & 1023);
 }
+__global__ void k_hash(float* a, size_t n) {
+  // n is a power of two times 2^18 (whole MiB of floats): an odd multiplier permutes 0..n-1
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    a[(i * 2654435761ull) & (n - 1)] = (float)(i & 1023);
+}
 __global__ void k_rw(float* a, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     a[i] += 1.0f;
@@ -35,7 +42,7 @@ __global__ void k_read(const float* a, size_t n, float* out) {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    fprintf(stderr, "usage: %s MIB GRID BLOCK stride|chunk|rw|read|hostread ITERS\n", argv[0]);
+    fprintf(stderr, "usage: %s MIB GRID BLOCK stride|chunk|rw|read|hostread|hash ITERS\n", argv[0]);
     return 2;
   }
   size_t mib = strtoull(argv[1], nullptr, 10);
@@ -52,6 +59,12 @@ int main(int argc, char** argv) {
     for (int k = 0; k < it; ++k) k_stride<<<grid, blk>>>(a, n);
   } else if (!strcmp(mode, "chunk")) {
     for (int k = 0; k < it; ++k) k_chunk<<<grid, blk>>>(a, n);
+  } else if (!strcmp(mode, "hash")) {
+    if (n & (n - 1)) {
+      fprintf(stderr, "hash needs a power-of-two MIB\n");
+      return 2;
+    }
+    for (int k = 0; k < it; ++k) k_hash<<<grid, blk>>>(a, n);
   } else if (!strcmp(mode, "rw")) {
     k_stride<<<1024, 256>>>(a, n);
     for (int k = 0; k < it; ++k) k_rw<<<grid, blk>>>(a, n);

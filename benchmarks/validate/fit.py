@@ -5,8 +5,9 @@
     python benchmarks/validate/fit.py report              # validation.csv + figure + error table
 
 Traces come from benchmarks/validate/traces/ (regenerate with
-`STEPS=trace bash benchmarks/validate/run_device.sh`); real runs from results/real_runs.csv,
-one row per workload, factor and card (its `gpu` column). Each row is replayed with its
+`STEPS=trace bash benchmarks/validate/run_device.sh`); real runs from results/real_runs.csv
+and each card's results folder (results/h100/real_runs.csv, validate.py --results), one row
+per workload, factor and card (its `card` column: the GPU's name). Each row is replayed with its
 card's model (`--model auto`, the default: CARD_MODELS, h100 for H100 rows, h200 for H200
 ones) or with the one `--model` names. A run's replay capacity is what the driver had for
 managed data: free_bytes less the context (`--context`, default cuda=4: the driver probes
@@ -68,12 +69,13 @@ def parse_context(spec: str) -> dict[str, int | None]:
 def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     """Real runs that finished or were censored (a run that failed to start has no time),
     with their card and the capacity their replay gets."""
-    runs = pd.read_csv(RESULTS / "real_runs.csv")
+    paths = [RESULTS / "real_runs.csv"] + sorted(RESULTS.glob("*/real_runs.csv"))
+    runs = pd.concat([pd.read_csv(p) for p in paths if p.exists()], ignore_index=True)
     wl = pd.read_csv(HERE / "workloads.csv")[["workload", "pattern"]]
     runs = runs.merge(wl, on="workload")
     runs = runs[runs["real_s"].notna()].copy()
     runs["censored"] = runs["censored"].astype(str).str.lower() == "true"
-    gpu = runs["gpu"] if "gpu" in runs else pd.Series("", index=runs.index)
+    gpu = runs["card"] if "card" in runs else pd.Series("", index=runs.index)
     runs["card"] = [card_of("" if g != g else str(g)) for g in gpu]
     ctx = parse_context(context)
     runs["capacity_bytes"] = [

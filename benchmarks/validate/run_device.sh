@@ -6,6 +6,8 @@
 #                                                          # it resumes where it stopped)
 #   STEPS=trace WORKLOADS=gemm,mv_row bash benchmarks/validate/run_device.sh
 #   STEPS=real FACTORS=2,3 DEADLINE_S=500 bash benchmarks/validate/run_device.sh
+#   RESULTS_DIR=benchmarks/validate/results/h100 MAX_TIMEOUT_S=30 STEPS=reserve,real \
+#     bash benchmarks/validate/run_device.sh       # another card's runs in their own folder
 #
 # Results: benchmarks/validate/results/{real_runs.csv,footprints.csv,runs/*.json.gz};
 # traces: benchmarks/validate/traces/ (git-ignored). With $OUT set, copies of the CSVs, a
@@ -21,4 +23,5 @@ if [ ! -f $B/libuvmtrace.so ] || [ ! -f $B/libuvmmanaged.so ]; then
 fi
 exec python3 benchmarks/validate/validate.py --steps "${STEPS:-trace,reserve,real}" \
   --workloads "${WORKLOADS:-}" --factors "${FACTORS:-1,1.25,1.5,2,3}" \
-  --counter-factors "${COUNTER_FACTORS:-1,1.5,2}" --deadline-s "${DEADLINE_S:-540}" ${OUT:+--out "$OUT"}
+  --counter-factors "${COUNTER_FACTORS:-1,1.5,2}" --deadline-s "${DEADLINE_S:-540}" ${OUT:+--out "$OUT"} \
+  ${RESULTS_DIR:+--results "$RESULTS_DIR"} ${MAX_TIMEOUT_S:+--max-timeout-s "$MAX_TIMEOUT_S"}

@@ -41,16 +41,17 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(HERE))
 # children (`python -m uvmsim.record`) import the package from src/ too
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO / "src")] + [x for x in [os.environ.get("PYTHONPATH")] if x])
 
-from cards import card_of  # noqa: E402  (benchmarks/validate/cards.py)
-
 RESULTS = HERE / "results"
 TRACES = HERE / "traces"
 BIN = HERE / "build" / "uvm_workloads"
+FILL = HERE / "build" / "fill_probe"
+# Footprints are a property of the program, not of the card: a results folder of another
+# card (--results) reads them from here when its own footprints.csv lacks the workload.
+DEFAULT_RESULTS = RESULTS
 MANAGED = REPO / "native_trace" / "build" / "libuvmmanaged.so"
 FACTORS = (1.0, 1.25, 1.5, 2.0, 3.0)
 RUN_COLUMNS = ["workload", "kind", "factor", "real_s", "censored", "timeout_s", "faults",
@@ -59,10 +60,7 @@ RUN_COLUMNS = ["workload", "kind", "factor", "real_s", "censored", "timeout_s", 
                "free_at_exit_bytes", "managed_peak_bytes", "counters_real_s",
                "counters_censored", "gpu_fault_records", "htod_demand_bytes",
                "htod_prefetch_bytes", "dtoh_eviction_bytes", "thrashing", "throttling", "date",
-               "gpu"]
-# a run is one workload at one factor on one kind of card (fit.py replays each row with its
-# card's model); runs on the H200, the suite's first card, keep their unsuffixed names
-RUN_KEY = ("workload", "factor", "gpu")
+               "card"]
 RESERVE_CANDIDATES_MIB = (0, 16, 32, 64, 128, 256, 512)
 RESERVE_PROBE = {"cuda": "stream", "torch": "mlp_pca"}
 FOOT_COLUMNS = ["workload", "footprint_bytes", "trace_kernels", "trace_rows", "trace_bytes",
@@ -84,7 +82,7 @@ def load_workloads(path: Path = HERE / "workloads.csv") -> list[dict[str, str]]:
 
 
 def command(w: dict[str, str]) -> list[str]:
-    line = w["command"].format(bin=BIN, py=sys.executable, managed=MANAGED)
+    line = w["command"].format(bin=BIN, fill=FILL, py=sys.executable, managed=MANAGED)
     return shlex.split(line)
 
 
@@ -110,19 +108,15 @@ def upsert(path: Path, columns: list[str], row: dict, key: tuple[str, ...]) -> N
     tmp.replace(path)
 
 
-def gpu_name() -> str:
-    r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                       capture_output=True, text=True)
-    return r.stdout.splitlines()[0].strip() if r.returncode == 0 and r.stdout else ""
-
-
 def build() -> None:
     BIN.parent.mkdir(exist_ok=True)
-    if not BIN.exists() or BIN.stat().st_mtime < (HERE / "workloads.cu").stat().st_mtime:
-        cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.split()[0].replace(".", "")
-        subprocess.run(["nvcc", "-O2", f"-arch=sm_{cc}", "-o", str(BIN),
-                        str(HERE / "workloads.cu")], check=True)
+    for exe, src in ((BIN, HERE / "workloads.cu"), (FILL, HERE / "fill_probe.cu")):
+        if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+            cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap",
+                                 "--format=csv,noheader"], capture_output=True,
+                                text=True).stdout.split()[0].replace(".", "")
+            subprocess.run(["nvcc", "-O2", f"-arch=sm_{cc}", "-o", str(exe), str(src)],
+                           check=True)
 
 
 def do_trace(w: dict[str, str], deadline: float) -> None:
@@ -152,7 +146,9 @@ def do_trace(w: dict[str, str], deadline: float) -> None:
 
 
 def footprint_of(w: dict[str, str]) -> int:
-    fp = {r["workload"]: r for r in read_csv(RESULTS / "footprints.csv")}.get(w["workload"])
+    fp = ({r["workload"]: r for r in read_csv(RESULTS / "footprints.csv")}.get(w["workload"])
+          or {r["workload"]: r for r in read_csv(DEFAULT_RESULTS / "footprints.csv")}
+          .get(w["workload"]))
     if not fp or not fp.get("footprint_bytes"):
         raise SystemExit(f"{w['workload']}: no footprint in results/footprints.csv: "
                          "run the trace step first")
@@ -208,7 +204,7 @@ def run_row(w: dict[str, str], r: dict, c: dict | None) -> dict:
            "exit_status": r["exit_status"], "balloon_bytes": r["balloon_bytes"],
            "free_at_exit_bytes": r["free_at_exit_bytes"],
            "managed_peak_bytes": r["managed_peak_bytes"], "date": r["date"],
-           "gpu": r.get("gpu", "")}
+           "card": r.get("gpu", "")}
     if c is not None:
         t = c["totals"]
         row.update(faults=t["gpu_page_faults"], htod_bytes=t["htod_bytes"],
@@ -234,18 +230,24 @@ def rebuild() -> None:
         cp = p.with_name(p.name.replace(".json.gz", "__counters.json.gz"))
         c = json.load(gzip.open(cp)) if cp.exists() else None
         r.setdefault("kernels_incomplete", 0)
-        upsert(path, RUN_COLUMNS, run_row(byname[r["workload"]], r, c), RUN_KEY)
+        upsert(path, RUN_COLUMNS, run_row(byname[r["workload"]], r, c), ("workload", "factor"))
+
+
+MAX_TIMEOUT_S = float("inf")
+
+
+def timeout_of(w: dict[str, str]) -> float:
+    """The workload's timeout, capped by --max-timeout-s (a shorter device call)."""
+    return min(float(w["timeout_s"]), MAX_TIMEOUT_S)
 
 
 def do_real(w: dict[str, str], factor: float, counter_factors: set[float],
             counter_max_s: float) -> None:
     from uvmsim.groundtruth import run
     fp, reserve = footprint_of(w), reserve_of(w["kind"])
-    card = card_of(gpu_name())
-    name = (f"{w['workload']}__f{factor:g}" if card == "h200"
-            else f"{w['workload']}__{card}__f{factor:g}")
+    name = f"{w['workload']}__f{factor:g}"
     (RESULTS / "runs").mkdir(parents=True, exist_ok=True)
-    kw = dict(factor=factor, footprint=fp, timeout_s=float(w["timeout_s"]), reserve=reserve)
+    kw = dict(factor=factor, footprint=fp, timeout_s=timeout_of(w), reserve=reserve)
     r = run(command(w), counters=False, **kw)
     c = None
     if factor in counter_factors and not r["censored"] and r["wall_s"] < counter_max_s:
@@ -256,7 +258,7 @@ def do_real(w: dict[str, str], factor: float, counter_factors: set[float],
             with gzip.open(RESULTS / "runs" / f"{name}{tag}.json.gz", "wt") as f:
                 json.dump(x, f)
     row = run_row(w, r, c)
-    upsert(RESULTS / "real_runs.csv", RUN_COLUMNS, row, RUN_KEY)
+    upsert(RESULTS / "real_runs.csv", RUN_COLUMNS, row, ("workload", "factor"))
     log(f"real {name}: real_s={row['real_s']} censored={row['censored']} "
         f"faults={row.get('faults', '-')} htod={row.get('htod_bytes', '-')} "
         f"dtoh={row.get('dtoh_bytes', '-')} counters_real_s={row.get('counters_real_s', '-')} "
@@ -302,11 +304,23 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=540.0,
                     help="start no step that could end after this many seconds")
     ap.add_argument("--force", action="store_true", help="redo runs already in real_runs.csv")
+    ap.add_argument("--results", default=os.environ.get("VALIDATE_RESULTS"),
+                    help="results folder (default benchmarks/validate/results; one per card, "
+                         "e.g. results/h100: runs compare only on the card they came from)")
+    ap.add_argument("--max-timeout-s", type=float, default=float("inf"),
+                    help="cap every workload's timeout (a censored run then bounds a cliff "
+                         "by this many seconds)")
     ap.add_argument("--rebuild", action="store_true",
                     help="only rewrite real_runs.csv from results/runs/*.json.gz")
     ap.add_argument("--out", default=os.environ.get("OUT"),
                     help="write results.tgz (CSVs, run JSONs) and traces_N.tar here")
     a = ap.parse_args()
+    global RESULTS, MAX_TIMEOUT_S
+    if a.results:
+        RESULTS = Path(a.results).resolve()
+    if not a.max_timeout_s > 0:
+        raise SystemExit(f"--max-timeout-s: expected a positive number, got {a.max_timeout_s}")
+    MAX_TIMEOUT_S = a.max_timeout_s
     if a.rebuild:
         rebuild()
         return 0
@@ -322,11 +336,9 @@ def main() -> int:
         if unknown:
             raise SystemExit(f"--workloads: unknown {sorted(unknown)}")
         ws = [w for w in ws if w["workload"] in want]
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     build()
-    gpu = gpu_name() if "real" in steps else ""
-    done = {(r["workload"], float(r["factor"])) for r in read_csv(RESULTS / "real_runs.csv")
-            if card_of(r.get("gpu", "")) == card_of(gpu)}
+    done = {(r["workload"], float(r["factor"])) for r in read_csv(RESULTS / "real_runs.csv")}
     left: list[str] = []
     if "trace" in steps:
         for w in ws:
@@ -341,7 +353,7 @@ def main() -> int:
             for f in factors:
                 if (w["workload"], f) in done and not a.force:
                     continue
-                if time.time() - T0 + float(w["timeout_s"]) + 30 > a.deadline_s:
+                if time.time() - T0 + timeout_of(w) + 30 > a.deadline_s:
                     left.append(f"real {w['workload']} f={f:g}")
                     continue
                 do_real(w, f, counter_factors, a.counter_max_s)

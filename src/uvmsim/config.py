@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine.state import (HW_BATCH_NS, HW_BW_A, HW_BW_B, HW_DTOH_BW, HW_EVICT_NS,
-                           HW_FAULT_NS, HW_HOST_FAULT_NS, HW_XFER_LAT_NS, HW_ZERO_NS, N_HW)
+from .engine.state import HARDWARE, record
 from .errors import ConfigError
 
 CHUNK_BYTES = 2 << 20
@@ -46,18 +45,9 @@ class Hardware:
             if not (isinstance(v, (int, float)) and v > 0):
                 raise ConfigError(f"hardware {self.name!r}: {k} must be a number > 0, got {v!r}")
 
-    def vector(self) -> np.ndarray:
-        v = np.zeros(N_HW, np.float64)
-        v[HW_BATCH_NS] = self.batch_ns
-        v[HW_FAULT_NS] = self.fault_ns
-        v[HW_XFER_LAT_NS] = self.transfer_latency_ns
-        v[HW_BW_A] = self.bw_peak_gbps
-        v[HW_BW_B] = self.bw_b
-        v[HW_ZERO_NS] = self.zero_fill_ns
-        v[HW_EVICT_NS] = self.evict_ns
-        v[HW_DTOH_BW] = self.dtoh_bw_gbps
-        v[HW_HOST_FAULT_NS] = self.host_fault_ns
-        return v
+    def record(self) -> np.ndarray:
+        """The engine's HARDWARE record of these constants (same field names)."""
+        return record(HARDWARE, **{n: float(getattr(self, n)) for n in HARDWARE.names})
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

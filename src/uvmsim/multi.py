@@ -31,13 +31,13 @@ from .components.memory import MEMORY, MemoryComponent, MemoryContext, get_memor
 from .components.sched import SCHEDULERS, SchedContext, TenantScheduler, get_scheduler
 from .components.walkers import WALKERS, WalkerContext, WalkerScheduler, get_walkers
 from .engine.arrays import engine_arrays
-from .engine.state import F_ON, XL_ON, XL_SETS, XL_TLB_SLICES, engine_trace, new_state
+from .engine.state import engine_trace, new_state
 from .errors import ConfigError
 from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
 from .results import Result, make_result
 from .simulate import (_as_trace, block_service_rank, block_vbase, check_model_trace,
-                       feature_vector)
+                       model_options)
 from .trace import Trace, TraceArrays
 from .trace.windows import share_windows
 
@@ -202,13 +202,13 @@ def contiguous(st: tuple) -> tuple:
 def walker_state(wk: WalkerScheduler, S, n_t: int) -> tuple[WalkerContext, tuple]:
     """The walker component's context and state for n_t tenants on engine state S (its TLB
     sliced among them if the component asks). Checked before compiled code indexes."""
-    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.xli[XL_SETS]), 1))
-    if not S.xli[XL_ON]:
+    ctx = WalkerContext(n_t, int(S.walk_free.size), max(int(S.translation[0].sets), 1))
+    if not S.translation[0].on:
         return ctx, WALKERS["shared"].init(ctx)   # nothing is translated: no walks
     wk.check(ctx)
     st = contiguous(wk.init(ctx))
     if wk.tlb_slices:
-        S.xli[XL_TLB_SLICES] = n_t
+        S.translation[0].tlb_slices = n_t
     return ctx, st
 
 
@@ -224,13 +224,13 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     n_k = int(m.k_off[-1])
     pst = (pf.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, pf_params, seed))
     est = (ev.init or empty_state)(PolicyContext(cap, n_blocks, n_pages, T, ev_params, seed))
-    fv = feature_vector(mdl)
+    opts = model_options(mdl)
     if sc.remote:
-        fv[F_ON] = 1.0      # the scheduler's hints map tenants remotely (ft_miss)
+        opts["mechanisms"] = True   # the scheduler's hints map tenants remotely (gpu_miss)
     mst = mem.init(MemoryContext(n_t, cap))
-    S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.vector(),
+    S = new_state(n_pages, n_blocks, cap, n_k, batch, m.b_rank, mdl.hardware.record(),
                   translation=tr, b_vbase=m.b_vbase, b_tenant=m.b_tenant, n_out_rows=n_t,
-                  features=fv, n_tenants=n_t, mem=contiguous(mst))
+                  options=opts, n_tenants=n_t, mem=contiguous(mst))
     ten_out = n_k + np.arange(n_t, dtype=np.int64)
     clock = np.zeros(n_t)
     wctx, wst = walker_state(wk, S, n_t)
@@ -242,7 +242,7 @@ def _run(traces: list[Trace], cap: int, pf, ev, mdl: Model, pf_params, ev_params
     else:
         from .reference.model import ReferenceModel
         ReferenceModel(S, engine_trace(T), pf, ev, pst, est, batch, walkers=wk,
-                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay(
+                       walker_ctx=wctx, scheduler=sc, sched_state=sst, memory=mem).replay_clocked(
                            m.ten_ev, ten_out, clock, waited)
     out = []
     for i, t in enumerate(traces):

@@ -34,43 +34,32 @@ def block_service_rank(trace: Trace, T=None) -> np.ndarray:
     return rank
 
 
-# the engine's codes of the remote-mapping modes (uvmsim.engine.state)
-REMOTE_CODES = {"driver": 1, "uvmsmart": 2}
-
-
 def block_vbase(T) -> np.ndarray:
     """Translation base of each VA block: the virtual page of its window position 0."""
     return T.b_first_vpage.astype(np.int64) - T.b_lo.astype(np.int64)
 
 
-def feature_vector(model: Model) -> np.ndarray:
-    """The engine's fcfg vector for a model's optional mechanisms (docs/policies.md,
-    docs/semantics.md)."""
-    from .engine import state as st
-    f = np.zeros(st.N_FCFG, np.float64)
+def model_options(model: Model) -> dict[str, float]:
+    """The engine's settings for a model's optional mechanisms, by the name of their field
+    in the parts' records (uvmsim.engine.state; docs/policies.md, docs/semantics.md)."""
+    from .engine.state import REMOTE_DRIVER, REMOTE_UVMSMART
+    o = {"slices": model.slices, "host_access": model.host_access,
+         "small_blocks": model.small_blocks, "advise": model.advise,
+         "remote_access_ns": float(model.remote_access_ns),
+         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise)}
     if model.thrashing:
         p = model.thrashing_settings()
-        f[st.F_THRASH] = 1.0
-        f[st.F_THRESH] = p["threshold"]
-        f[st.F_PIN_THRESH] = p["pin_threshold"]
-        f[st.F_LAPSE_NS] = p["lapse_us"] * 1e3
-        f[st.F_NAP_NS] = p["nap_us"] * 1e3
-        f[st.F_PIN_NS] = p["pin_us"] * 1e3
-        f[st.F_EPOCH_NS] = p["epoch_us"] * 1e3
+        o.update(thrashing=True, thrash_threshold=p["threshold"],
+                 thrash_pin_threshold=p["pin_threshold"], thrash_lapse_ns=p["lapse_us"] * 1e3,
+                 thrash_nap_ns=p["nap_us"] * 1e3, thrash_pin_ns=p["pin_us"] * 1e3,
+                 thrash_epoch_ns=p["epoch_us"] * 1e3)
     if model.remote is not None:
-        f[st.F_REMOTE] = REMOTE_CODES[model.remote]
-        f[st.F_AC_THRESH] = (AC_THRESHOLD_DEFAULTS[model.remote]
+        o["remote"] = {"driver": REMOTE_DRIVER, "uvmsmart": REMOTE_UVMSMART}[model.remote]
+        o["ac_threshold"] = (AC_THRESHOLD_DEFAULTS[model.remote]
                              if model.access_counter_threshold is None
                              else float(model.access_counter_threshold))
-        f[st.F_AC_PENALTY] = float(model.access_counter_penalty)
-    if model.advise:
-        f[st.F_ADVISE] = 1.0
-    f[st.F_REMOTE_NS] = float(model.remote_access_ns)
-    f[st.F_ON] = float(model.thrashing or model.remote is not None or model.advise)
-    f[st.F_SLICES] = float(model.slices)
-    f[st.F_HOST_ACCESS] = float(model.host_access)
-    f[st.F_SMALL] = float(model.small_blocks)
-    return f
+        o["ac_penalty"] = float(model.access_counter_penalty)
+    return o
 
 
 def _as_trace(trace: Trace | str | os.PathLike) -> Trace:
@@ -161,9 +150,8 @@ def interleave_state() -> tuple:
 def shared_walkers(S) -> tuple:
     """State of the default `shared` walker component for one tenant on state S."""
     from .components.walkers import WALKERS, WalkerContext
-    from .engine.state import XL_SETS
     return WALKERS["shared"].init(WalkerContext(1, int(S.walk_free.size),
-                                                int(max(S.xli[XL_SETS], 1))))
+                                                int(max(S.translation[0].sets, 1))))
 
 
 @dataclass
@@ -183,7 +171,7 @@ class Prepared:
     fault_batch_size: int
     translation: Any
     model: Model
-    features: np.ndarray
+    options: dict
     state: Any
     config: dict[str, Any]
     lazy: Any = None      # the row arrays of a streamed trace (uvmsim.stream.LazyRows)
@@ -257,10 +245,10 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
     pst = _init(pf, PolicyContext(pool, n_blocks, n_pages, T, pf_params, seed), streamed)
     est = _init(ev, PolicyContext(pool, n_blocks, n_pages, T, ev_params, seed), streamed)
     tr = get_translation(translation)
-    fv = feature_vector(m)
+    opts = model_options(m)
     S = new_state(n_pages, n_blocks, pool, trace.n_kernels, fault_batch_size,
-                  block_service_rank(trace, T), hw.vector(), translation=tr,
-                  b_vbase=block_vbase(T), features=fv, capacity=cap)
+                  block_service_rank(trace, T), hw.record(), translation=tr,
+                  b_vbase=block_vbase(T), options=opts, capacity=cap)
     config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
               "prefetch_params": pf_params, "evict_params": ev_params, "hardware": hw.name,
               "fault_batch_size": fault_batch_size, "oversub": oversub,
@@ -273,7 +261,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
     if streamed:
         config["stream"] = True
-    return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, fv, S, config,
+    return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, opts, S, config,
                     lazy)
 
 

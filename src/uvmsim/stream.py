@@ -1,7 +1,7 @@
 """Replaying a streamed trace (load_trace(stream=True)): its access rows are read from the
 file again, batch by batch, and the engine replays each span of events whose kernels' rows
 have all arrived, its state carrying over from span to span (`replay_span` in
-src/uvmsim/engine/replay_template.py).
+src/uvmsim/engine/parts/program.py).
 
 The engine and the policies index rows by their row number over the whole trace (a policy's
 `tick`), so the rows go into arrays as long as the trace's rows, but backed by an anonymous

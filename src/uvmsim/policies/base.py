@@ -33,14 +33,13 @@ NumPy arrays the hooks read by field name (st.prev, st.freq; a plain tuple works
 from __future__ import annotations
 
 import importlib
-from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
-from numba import njit
-
-from ..engine.state import S_VTEN
+# the hook interface's helpers, for policies to import from here: no_hit (an on_hit that does
+# nothing), may_evict (a victim hook's tenant check), EmptyState (the state of a policy that
+# needs none)
+from ..engine.hooks import EmptyState, empty_state, may_evict, no_hit  # noqa: F401
 from ..errors import ConfigError
 
 
@@ -77,29 +76,6 @@ class EvictPolicy:
     params: dict[str, float] = field(default_factory=dict)
     doc: str = ""
     source: str = ""
-
-
-@njit(cache=True)
-def no_hit(st, S, T, chunk, blk, pos, tick):
-    """on_hit for policies that, like the driver, do not see hits."""
-    return
-
-
-@njit(cache=True)
-def may_evict(S, c):
-    """Whether chunk c (in use) may be the victim of this eviction: always, unless a memory
-    component restricted it to one tenant's chunks (S.scal[S_VTEN] >= 0; a block's tenant is
-    S.b_tenant). Victim hooks skip the chunks it rejects, keeping their own order."""
-    ten = S.scal[S_VTEN]
-    return ten < 0 or S.b_tenant[S.chunk_block[c]] == ten
-
-
-# the state of a policy that needs none
-EmptyState = namedtuple("EmptyState", "unused")
-
-
-def empty_state(ctx: PolicyContext) -> EmptyState:
-    return EmptyState(np.zeros(1, np.int64))
 
 
 PREFETCH: dict[str, PrefetchPolicy] = {}

@@ -33,7 +33,7 @@ def simulate(trace: Trace | str | os.PathLike, *, keep_state: bool = False,
     T = run.arrays
     model = ReferenceModel(run.state, engine_trace(T), run.pf, run.ev, run.pst, run.est,
                            run.fault_batch_size)
-    model.replay(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),
+    model.replay_clocked(np.array([0, T.ev_op.size], np.int64), np.array([run.trace.n_kernels]),
                  np.zeros(1))
     run.config["engine"] = "reference"
     return run.result(keep_state)

@@ -7,12 +7,12 @@ tenant's chunks must be evicted first. Its hook, called by the engine's `ensure_
     reserve(st, S, T, ten) -> int
         Tenant `ten` is about to take a chunk. Return -1 to take a free one (the eviction
         policy choosing among all chunks when none is free), or a tenant j holding at least
-        one chunk: the policy's next victim is then restricted to j's chunks (S.scal[S_VTEN],
+        one chunk: the policy's next victim is then restricted to j's chunks (S.pool[0].victim_tenant,
         read through uvmsim.policies.base.may_evict) and `reserve` is asked again.
 
 `st` is the namedtuple of arrays `init(ctx)` built (it lives in S.mem). The hook may read
 S.t_chunks (chunks each tenant holds), S.t_live (1 while a tenant has events left) and
-S.scal[S_NFREE] (free chunks). A tenant's alone run always uses `shared`.
+S.pool[0].n_free (free chunks). A tenant's alone run always uses `shared`.
 """
 from __future__ import annotations
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from numba import njit
 
-from ...engine.state import S_NFREE
 from .base import MemoryComponent, equal_quotas, register_memory
 
 
 @njit(cache=True)
 def reserve(st, S, T, ten):
-    if S.scal[S_NFREE] > 0:
+    if S.pool[0].n_free > 0:
         return -1
     own = S.t_chunks[ten]
     below = own < st.quota[ten]

@@ -3,19 +3,11 @@ chunks, whoever holds them (the default; one pool, as one process's allocations 
 """
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
-from ...engine.state import NoMemState
+from ...engine.hooks import empty_state, take_free_chunk
 from .base import MemoryComponent, register_memory
 
-
-@njit(cache=True)
-def reserve(st, S, T, ten):
-    return -1
-
-
+# the engine's default reserve (its replays that name no memory component use it too)
 SHARED = register_memory(MemoryComponent(
-    "shared", reserve=reserve, init=lambda ctx: NoMemState(np.zeros(1, np.int64)),
+    "shared", reserve=take_free_chunk, init=empty_state,
     doc="One pool of chunks; the eviction policy chooses among every tenant's chunks.",
     source="the UVM driver's single chunk pool per GPU (uvm_pmm_gpu.c)"))

@@ -21,7 +21,6 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ...engine.state import S_NFREE
 from .base import TenantScheduler, kernel_blocks, register_scheduler
 
 AmfitState = namedtuple("AmfitState", "blk_start blocks cap last target")
@@ -58,7 +57,7 @@ def start(st, S, T, ten, k, live):
         # the kernel's first call: its blocks without a chunk need free ones
         st.last[ten] = k
         st.target[0] = st.blk_start[k + 1] - st.blk_start[k] - held_of(st, S, k)
-    if S.scal[S_NFREE] < st.target[0]:
+    if S.pool[0].n_free < st.target[0]:
         best = -1
         most = 0
         for j in range(live.size):

@@ -25,25 +25,13 @@ as it calls policy hooks.
 """
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from numba import njit
-
+from ...engine.hooks import no_start
 from ...policies.base import lookup, register
-
-
-# the state of a scheduler that needs none
-NoState = namedtuple("NoState", "unused")
-
-
-@njit(cache=True)
-def no_start(st, S, T, ten, k, live):
-    """start for schedulers that neither reclaim nor hint."""
-    return -1
 
 
 @dataclass(frozen=True)

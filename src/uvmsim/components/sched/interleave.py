@@ -2,19 +2,12 @@
 default; tenants interleave at event granularity, sharing memory freely)."""
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+from ...engine.hooks import admit_all, empty_state
+from .base import TenantScheduler, register_scheduler
 
-from .base import NoState, TenantScheduler, register_scheduler
-
-
-@njit(cache=True)
-def admit(st, S, T, ten, k, live):
-    return True
-
-
+# the engine's default admit (its replays that name no scheduler use it too)
 INTERLEAVE = register_scheduler(TenantScheduler(
-    "interleave", admit=admit, init=lambda ctx: NoState(np.zeros(1, np.int64)),
+    "interleave", admit=admit_all, init=empty_state,
     admit_py=lambda st, S, T, ten, k, live: True,
     doc="Kernels start when their tenant's clock is earliest; no admission control.",
     source="uvmsim's event-interleaved tenants (docs/model.md)"))

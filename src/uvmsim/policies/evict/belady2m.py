@@ -3,7 +3,7 @@
 The optimal offline bound for whole-chunk eviction: `init` reads the future from the trace
 (every access row's block, sorted by block), and the victim is the chunk in use whose block's
 next access row after now is latest (never again beats any row). A block with faults still
-waiting in the batch being serviced (S.batch_key[:S.scal[S_NBATCH]], pages not yet resident)
+waiting in the batch being serviced (S.batch_key[:S.driver[0].n_batch], pages not yet resident)
 is needed now and is chosen only if every chunk is. Among blocks never used again, one whose
 allocation is never freed goes first, then the one freed last: a block about to be freed
 gives its chunk back for nothing. Next uses are cached per chunk and looked up again (binary
@@ -16,7 +16,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ...engine.state import RES, S_NBATCH
+from ...engine.state import RES
 from ...trace.format import OP_CODE
 from ..base import EvictPolicy, PolicyContext, may_evict, no_hit, register_evict
 
@@ -63,7 +63,7 @@ def victim(st, S, T, tick):
                                                  st.stamp, st.free_at)
     stamp[0] += 1
     # blocks with faulted pages of this batch not yet resident are needed now
-    for i in range(S.scal[S_NBATCH]):
+    for i in range(S.driver[0].n_batch):
         key = S.batch_key[i]
         blk = S.rank_block[key >> 9]
         c = S.b_chunk[blk]

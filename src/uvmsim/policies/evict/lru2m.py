@@ -68,11 +68,6 @@ def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
 
 
 @njit(cache=True)
-def on_hit_touch(st, S, T, chunk, blk, pos, tick):
-    push_recent(st, chunk)
-
-
-@njit(cache=True)
 def on_release(st, S, T, chunk, blk):
     unlink(st, chunk)
 
