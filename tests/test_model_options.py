@@ -172,6 +172,10 @@ def test_new_constants_leave_every_calibrated_preset_time_unchanged():
                 assert (getattr(hw, k) > 0) == fitted, (hw.name, k)
                 assert fitted or "uncalibrated" in src[k] or "not identified" in src[k], \
                     (hw.name, k)
+        # the per-migrated-page cost: only the probes' fit of the H100 sets it
+        fitted = hw is uvmsim.config.H100_PCIE5_FIT
+        assert (hw.migrate_page_ns > 0) == fitted, hw.name
+        assert fitted == ("probes" in src.get("migrate_page_ns", "")), hw.name
 
 
 # ---------------------------------------------------------------- thrashing
@@ -280,7 +284,8 @@ def test_model_registry_and_validation():
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
         assert getattr(H200_PCIE5_FIT, k) == getattr(H200_PCIE5, k), k
     assert H200_PCIE5_FIT.evict_ns > 0 and H200_PCIE5.evict_ns == 0
-    # the H100's: its calibrated link, the probes' fit only adding the zero-fill cost
+    # the H100's: its calibrated link, the probes' fit only adding the zero-fill and
+    # per-migrated-page costs
     h100 = MODELS["h100"]
     assert h100.hardware is uvmsim.config.H100_PCIE5_FIT and h100.fault_batch_size == 64
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):

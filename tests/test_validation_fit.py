@@ -20,15 +20,16 @@ def test_search_recovers_constants_of_a_linear_time_model():
     n = 40
     comp = np.zeros((n, 1 + len(fit.LINEAR)))
     comp[:, 0] = rng.uniform(0.01, 0.1, n)                   # compute seconds
-    comp[:, 1:] = rng.uniform(0, 1e-6, (n, len(fit.LINEAR))) * rng.integers(0, 2, (n, 7))
+    comp[:, 1:] = (rng.uniform(0, 1e-6, (n, len(fit.LINEAR)))
+                   * rng.integers(0, 2, (n, len(fit.LINEAR))))
     true = {"batch_ns": 50_000.0, "fault_ns": 300.0, "transfer_latency_ns": 2_000.0,
             "inv_bw": 1 / 50.0, "evict_ns": 20_000.0, "zero_fill_ns": 100.0,
-            "host_fault_ns": 5_000.0}
+            "host_fault_ns": 5_000.0, "migrate_page_ns": 250.0}
     theta = np.array([true[k] for k in fit.LINEAR])
     real = comp[:, 0] + comp[:, 1:] @ theta
     base = np.repeat(np.arange(0, n, 4), 4)                  # every 4th run is a factor-1 run
-    free = ("evict_ns", "zero_fill_ns")
-    start = dict(true, evict_ns=1_000.0, zero_fill_ns=1.0)
+    free = ("evict_ns", "zero_fill_ns", "migrate_page_ns")
+    start = dict(true, evict_ns=1_000.0, zero_fill_ns=1.0, migrate_page_ns=10.0)
     got = fit.search(comp, real, np.zeros(n, bool), base, start, free)
     for k in free:
         assert got[k] == pytest.approx(true[k], rel=0.06), k

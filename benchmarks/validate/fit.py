@@ -185,11 +185,12 @@ def fmt(e: dict) -> str:
 # 1 / bw). The fit replays each run once per constant with that constant at 1 and the others
 # at 0, then searches the constants on those components: no replay per trial.
 LINEAR = ("batch_ns", "fault_ns", "transfer_latency_ns", "inv_bw", "evict_ns",
-          "zero_fill_ns", "host_fault_ns")
+          "zero_fill_ns", "host_fault_ns", "migrate_page_ns")
 # the link bandwidth was measured directly (3.7 % rms over 94,000 migrations,
 # docs/calibration.md) and stays fixed; the others are searched inside physical bounds
 BOUNDS = {"batch_ns": (1e3, 1e6), "fault_ns": (1.0, 1e4), "transfer_latency_ns": (1e2, 1e5),
-          "evict_ns": (1.0, 1e6), "zero_fill_ns": (1.0, 1e3), "host_fault_ns": (1.0, 1e5)}
+          "evict_ns": (1.0, 1e6), "zero_fill_ns": (1.0, 1e3), "host_fault_ns": (1.0, 1e5),
+          "migrate_page_ns": (1.0, 1e4)}
 HUGE_BW = 1e12
 
 
@@ -297,10 +298,15 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
              if f == 1}
     base_idx = np.array([first[w] for w in fitruns["workload"]])
     hw = base_model.hardware
+    # a constant not searched keeps the model's value; a searched one starts where the
+    # search can move it (a constant at 0 would stay there on a log grid)
     start = {"batch_ns": hw.batch_ns, "fault_ns": hw.fault_ns,
              "transfer_latency_ns": hw.transfer_latency_ns, "inv_bw": 1 / hw.bw_peak_gbps,
-             "evict_ns": max(hw.evict_ns, 1e3), "zero_fill_ns": max(hw.zero_fill_ns, 10.0),
-             "host_fault_ns": max(hw.host_fault_ns, 1e3)}
+             "evict_ns": hw.evict_ns, "zero_fill_ns": hw.zero_fill_ns,
+             "host_fault_ns": hw.host_fault_ns, "migrate_page_ns": hw.migrate_page_ns}
+    floor = {"evict_ns": 1e3, "zero_fill_ns": 10.0, "host_fault_ns": 1e3,
+             "migrate_page_ns": 10.0}
+    start.update({k: max(start[k], floor[k]) for k in floor if k in a.free})
     best = None
     for batch in a.batches:
         t = time.time()

@@ -32,11 +32,14 @@ class Hardware:
     evict_ns: float = 0.0       # fixed cost per evicted chunk, on top of its copies
     dtoh_bw_gbps: float = 0.0   # peak of the device-to-host curve; 0: same as bw_peak_gbps
     host_fault_ns: float = 0.0  # per page a host_access moves back or populates (CPU fault)
+    # per page a fault (demand or prefetch) migrates from the host, on top of its copy: the
+    # driver's per-page work there (unmapping the CPU's copy, docs/model.md "The time base")
+    migrate_page_ns: float = 0.0
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "zero_fill_ns", "evict_ns",
-                  "dtoh_bw_gbps", "host_fault_ns"):
+                  "dtoh_bw_gbps", "host_fault_ns", "migrate_page_ns"):
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and v >= 0):
                 raise ConfigError(f"hardware {self.name!r}: {k} must be a number >= 0, got {v!r}")
@@ -112,12 +115,15 @@ H100_PCIE5 = Hardware(
 _PROBES = ("fitted on the fit split of the driver probes run on an NVIDIA H100 "
            "(benchmarks/probes/split.csv, timefit.py; docs/model.md)")
 
-# The measured H100 link with the constant the probes' fit split identifies: the cost of a
-# zero-filled page. evict_ns went to its lower bound there (not identified: 0).
+# The measured H100 link with the constants the probes' fit split identifies: the cost of a
+# zero-filled page and the driver's work per page a fault migrates from the host.
+# evict_ns went to its lower bound there (not identified: 0).
 H100_PCIE5_FIT = dataclasses.replace(
-    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2,
+    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2, migrate_page_ns=256.0,
     sources=(*(kv for kv in H100_PCIE5.sources if kv[0] not in ("zero_fill_ns", "evict_ns")),
              ("zero_fill_ns", _PROBES + " (fault_batch_size 64, shared_windows on)"),
+             ("migrate_page_ns", _PROBES + ", with zero_fill_ns (fault_batch_size 64, "
+                                 "shared_windows on; results/timefit_migrate.json)"),
              ("evict_ns", "not identified by the probes' fit split (it went to its lower "
                           "bound): 0")))
 
@@ -380,7 +386,8 @@ H100 = Model(
         "accesses and shared windows on, batch size and zero-fill cost fitted to the driver "
         "probes (docs/model.md)",
     sources=(
-        ("hardware", "h100-pcie5-fit: " + _CALIB_H100 + "; zero_fill_ns " + _PROBES),
+        ("hardware", "h100-pcie5-fit: " + _CALIB_H100 + "; zero_fill_ns and migrate_page_ns "
+                     + _PROBES),
         ("fault_batch_size", "64: " + _PROBES + "; the probes' loss is 15.80 at 256, 12.86 "
                              "at 64, 13.46 at 32 (the driver services faults as they stream "
                              "in, fewer distinct pages than 256 at a time)"),
@@ -435,8 +442,9 @@ def model_from_constants(constants: dict, *, base: "str | Model" = "h200",
     """The fitting hook: `base` with the given constants set, each one's source `source`.
 
     Keys are Hardware time constants (batch_ns, fault_ns, transfer_latency_ns, bw_peak_gbps,
-    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns), `fault_batch_size`, or
-    thrashing parameters (THRASHING_DEFAULTS; they do not switch thrashing on). A fit writes
+    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns, migrate_page_ns),
+    `fault_batch_size`, or thrashing parameters (THRASHING_DEFAULTS; they do not switch
+    thrashing on). A fit writes
     its result as e.g. `MODELS["h200"] = model_from_constants(fit)`.
     """
     m = get_model(base)
