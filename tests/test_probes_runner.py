@@ -179,3 +179,30 @@ def test_run_json_keeps_the_probe_lines_and_status(fake):
     r = json.load(gzip.open(fake["work"] / "runs" / "host_read_stream__f1.json.gz"))
     assert r["status"] == "ok" and r["replay_trace"] == "host_read_stream"
     assert [x["t"] for x in r["probe_lines"]] == ["alloc", "maps", "attr", "phase", "phase"]
+
+
+figure = _load("probes_figure", ROOT / "benchmarks/probes/figure.py")
+
+
+def test_figure_errors_are_the_fits_medians_and_the_committed_figures_hold(tmp_path):
+    # two probes, each at f1 and f2: the slowdown is over the probe's own factor-1 run
+    runs = pd.DataFrame({"probe": ["a", "a", "b", "b"], "factor": [1, 2, 1, 2],
+                         "split": ["fit", "fit", "holdout", "holdout"],
+                         "real_ms": [10.0, 40.0, 5.0, 10.0],
+                         "predicted_ms": [20.0, 40.0, 5.0, 40.0]})
+    df = figure.with_slowdowns(runs)
+    assert df["real_slowdown"].tolist() == [1.0, 4.0, 1.0, 2.0]
+    assert df["predicted_slowdown"].tolist() == [1.0, 2.0, 1.0, 8.0]
+    e = figure.errors(df)
+    assert e["fit"]["f1_median_x"] == pytest.approx(2.0)
+    assert e["fit"]["slowdown_median_x"] == pytest.approx(2.0)
+    assert e["holdout"]["slowdown_median_x"] == pytest.approx(4.0)
+    assert e["holdout"]["slowdown_within_2x"] == 0.0
+    with pytest.raises(SystemExit, match="no factor-1 run"):
+        figure.with_slowdowns(runs[runs["factor"] == 2])
+    # the committed fit: the holdout errors docs/model.md quotes for h100
+    h = figure.errors(figure.with_slowdowns(
+        pd.read_csv(ROOT / "benchmarks/probes/results/timefit_migrate_runs.csv")))["holdout"]
+    assert (round(h["f1_median_x"], 2), round(h["slowdown_median_x"], 2)) == (1.11, 1.10)
+    assert figure.main(["--out", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").stat().st_size > 10_000
