@@ -3,7 +3,8 @@
     python3 benchmarks/trace_overhead.py [--model resnet50[,mobilenet_v2,...]] [--batch 32]
                                          [--steps 3] [--image 224] [--layers 2] [--managed]
                                          [--modes plain,timing,pages,pages-nostreams]
-                                         [--json OUT.json] [--lib native_trace/build/libuvmtrace.so]
+                                         [--json OUT.json] [--csv OUT.csv]
+                                         [--lib native_trace/build/libuvmtrace.so]
 
 Each model (native_trace/tests/torch_train.py: resnet50, mobilenet_v2, densenet121 from
 torchvision with random weights, gpt2 a small decoder with --layers, mlp) runs once per mode,
@@ -19,6 +20,11 @@ attributes, host-access scans), the rows, the streams and the trace's size. Mode
 * ``pages-v11``        streams and launch attributes off: what the v1.1 collector recorded;
 * ``pages-noslices``   time slices off (UVMTRACE_SLICES=0);
 * ``timing``, ``plain``.
+
+The JSON and CSV (one row per model and mode) are rewritten after every run, so a run cut
+short by a timeout keeps what it measured; a mode that fails is recorded with its error and
+the others go on. Each pass's row also says how many kernels recorded no page and how many
+modules the page pass patched: a page pass that loses pages is cheap for the wrong reason.
 
 ``--managed`` puts PyTorch on managed memory (LD_PRELOAD=native_trace/build/libuvmmanaged.so,
 caching allocator on), where every GPU operation also scans the page table. Goals
@@ -89,6 +95,9 @@ def run_mode(mode: str, args: list[str], lib: Path, tmp: Path, env: dict[str, st
            "losses": _losses(text), "record_total_s": total,
            "join_and_write_s": total - src["pass_wall_s"][pass_name],
            "kernels": src.get("kernels"), "access_rows": src.get("access_rows"),
+           "kernels_without_pages": src.get("kernels_without_pages"),
+           "modules_patched": (src.get("pages_pass_end") or {}).get("modules"),
+           "warnings": src.get("warnings") or [],
            "trace_bytes": sum(sizes.values()), "file_bytes": sizes,
            "raw_bytes": sum(f.stat().st_size for f in (raw / pass_name).iterdir()),
            "dropped_accesses_device": src.get("dropped_accesses_device")}
@@ -112,6 +121,42 @@ def run_mode(mode: str, args: list[str], lib: Path, tmp: Path, env: dict[str, st
     return res
 
 
+CSV_COLUMNS = ("model", "mode", "managed", "error", "process_wall_s", "train_wall_s",
+               "slowdown_process", "slowdown_train_steps", "losses_equal_plain", "kernels",
+               "kernels_without_pages", "modules_patched", "access_rows", "stream_rows",
+               "stream_rows_per_access_row", "trace_bytes", "join_and_write_s", "launches",
+               "us_prepare", "us_wait", "us_readback", "us_process", "us_write", "us_attrs",
+               "us_host_scan", "copies_per_launch", "warnings")
+
+
+def _csv_row(model: str, mode: str, managed: bool, r: dict) -> list:
+    pl = r.get("per_launch_us") or {}
+    row = {"model": model, "mode": mode, "managed": managed,
+           "stream_rows": (r.get("streams") or {}).get("rows"),
+           "copies_per_launch": r.get("per_launch_copies"),
+           "warnings": " | ".join(r.get("warnings") or []),
+           **{f"us_{k}": v for k, v in pl.items()}}
+    out = []
+    for c in CSV_COLUMNS:
+        v = row[c] if c in row else r.get(c)
+        out.append(f"{v:.4g}" if isinstance(v, float) else "" if v is None else v)
+    return out
+
+
+def _save(res: dict, a: argparse.Namespace) -> None:
+    """Writes what was measured so far (JSON and CSV)."""
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
+    if a.csv:
+        import csv
+        with open(a.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(CSV_COLUMNS)
+            for model, modes in res["models"].items():
+                for mode, r in modes.items():
+                    w.writerow(_csv_row(model, mode, res["managed"], r))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50", help="one or more, comma-separated")
@@ -127,6 +172,7 @@ def main() -> int:
     ap.add_argument("--modes", default="plain,timing,pages")
     ap.add_argument("--lib", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--csv", default=None, help="and one row per model and mode here")
     a = ap.parse_args()
     lib = find_library(a.lib)
     env: dict[str, str] = {"UVMTRACE_TIMERS": "1"}
@@ -149,9 +195,16 @@ def main() -> int:
         if not a.tf32:
             args.append("--no-tf32")
         modes: dict = {}
+        res["models"][model] = modes
         with tempfile.TemporaryDirectory(prefix="uvmt-bench-") as td:
             for mode in a.modes.split(","):
-                r = run_mode(mode, args, lib, Path(td), env)
+                try:
+                    r = run_mode(mode, args, lib, Path(td), env)
+                except Exception as e:  # noqa: BLE001 - recorded; the other modes go on
+                    modes[mode] = {"error": str(e)[:500]}
+                    print(f"{model:13s} {mode:16s} FAILED: {str(e)[:300]}", flush=True)
+                    _save(res, a)
+                    continue
                 modes[mode] = r
                 extra = ""
                 if mode != "plain":
@@ -168,10 +221,15 @@ def main() -> int:
                 tw = r["train_wall_s"] if r["train_wall_s"] is not None else float("nan")
                 print(f"{model:13s} {mode:16s} process {r['process_wall_s']:8.2f} s  train steps "
                       f"{tw:8.2f} s{extra}", flush=True)
+                if r.get("kernels_without_pages"):
+                    print(f"{model:13s} {mode:16s} WARNING: {r['kernels_without_pages']} of "
+                          f"{r['kernels']} kernels recorded no page ({r['modules_patched']} "
+                          "modules patched)", flush=True)
+                _save(res, a)
         plain = modes.get("plain")
-        if plain:
+        if plain and "error" not in plain:
             for mode, r in modes.items():
-                if mode == "plain":
+                if mode == "plain" or "error" in r:
                     continue
                 r["slowdown_process"] = r["process_wall_s"] / plain["process_wall_s"]
                 if r["train_wall_s"] and plain["train_wall_s"]:
@@ -180,10 +238,8 @@ def main() -> int:
                 print(f"{model:13s} {mode}: {r['slowdown_process']:.2f}x process wall, "
                       f"{r.get('slowdown_train_steps', float('nan')):.2f}x training steps, "
                       f"losses equal to plain: {r['losses_equal_plain']}", flush=True)
-        res["models"][model] = modes
+        _save(res, a)
     out = json.dumps(res, indent=2)
-    if a.json:
-        Path(a.json).write_text(out + "\n")
     print(out if len(out) < 20000 else out[:20000] + "...")
     return 0
 

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev,native || exit 1
 # two workers: most of a cold run is compiling one engine per policy pair, which is CPU-bound
 workers=$(.venv/bin/python -c "import os; print(min(4, max(1, len(os.sched_getaffinity(0)))))")
-.venv/bin/python -m pytest -q -ra -n "$workers" "$@"
+.venv/bin/python -m pytest -q -ra --durations=20 -n "$workers" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests (exit 5); treating as success" >&2

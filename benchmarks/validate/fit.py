@@ -14,6 +14,8 @@ managed data: free_bytes less the context (`--context`, default cuda=4: the driv
 measured 2-4 MiB, docs/model.md) or less the measured reserve (torch, whose reserve holds
 PyTorch's own allocations; docs/groundtruth.md). Times compared are kernel times: the real
 sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
+`--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
+traces recorded on that card): its runs are read and its fit.json and validation.csv written.
 docs/validation.md describes the method and shows the results.
 """
 from __future__ import annotations
@@ -353,7 +355,20 @@ def main() -> int:
                          "the others keep the model's values")
     ap.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")],
                     default=[256, 64, 32], help="fault_batch_size values the fit tries")
+    ap.add_argument("--results", type=Path, default=None,
+                    help="results folder of one card (default benchmarks/validate/results): "
+                         "its real_runs.csv is read and its fit.json/validation.csv written")
+    ap.add_argument("--traces", type=Path, default=None,
+                    help="traces recorded on that card (default benchmarks/validate/traces)")
+    ap.add_argument("--csv", type=Path, default=None,
+                    help="predict: also write the rows (validation.csv's columns) here")
     a = ap.parse_args()
+    global RESULTS, TRACES
+    for name, val in (("--results", a.results), ("--traces", a.traces)):
+        if val is not None and not val.is_dir():
+            raise SystemExit(f"{name} {val}: not a folder")
+    RESULTS = (a.results or RESULTS).resolve()
+    TRACES = (a.traces or TRACES).resolve()
     runs = load_runs(a.context)
     if a.card is not None:
         runs = runs[runs["card"] == a.card]
@@ -373,6 +388,9 @@ def main() -> int:
             if (df["split"] == s).any():
                 print(s, fmt(errors(df[df["split"] == s])))
         print(f"({time.time() - t:.1f} s)")
+        if a.csv is not None:
+            df.to_csv(a.csv, index=False, float_format="%.6g")
+            print(f"wrote {a.csv}")
     elif a.step == "fit":
         cards = [a.card] if a.card else sorted(runs.loc[runs["split"] == "fit", "card"].unique())
         path = RESULTS / "fit.json"

@@ -24,8 +24,13 @@
 // Launch attributes (v1.2): registers and static shared memory of the launched function
 // (cuFuncGetAttribute), the occupancy the hardware allows for its block size and dynamic
 // shared memory (cuOccupancyMaxActiveBlocksPerMultiprocessor) and the device's SM count,
-// computed once per function / configuration, preferably in the driver API callback of the
-// launch call (where the driver holds nothing), and cached.
+// computed once per function / configuration after the launch has run (its module is loaded
+// and patched by then), and cached. The launch call's driver API callback only notes the
+// dynamic shared memory from its parameters and calls nothing: under lazy module loading
+// (the default since CUDA 12.2) a query on the call's function handle (a context-less
+// CUkernel when the runtime launches) loads the kernel's module right there, inside this
+// library's own call, and a module whose load callback were skipped as the tool's own would
+// run unpatched, recording no page.
 //
 // Per-launch costs: the device tables are reused across launches and never cleared (their
 // words carry the launch's generation), the launch state is uploaded from pinned memory, the
@@ -252,14 +257,30 @@ struct OccHash {
 };
 std::unordered_map<OccKey, int64_t, OccHash> g_occupancy;
 std::unordered_map<int, int64_t> g_sm_count;
-uint64_t g_attr_errors = 0, g_attr_in_launch_cb = 0;
-// the launch call this thread is in (driver API callback), for its LAUNCH_BEGIN
-thread_local CUfunction t_api_function = nullptr;
-thread_local int64_t t_api_dsmem = -1;
+uint64_t g_attr_errors = 0, g_api_dsmem_matched = 0;
+// The launch call this thread is in (driver API callback), for the LAUNCH_BEGIN inside it.
+// Matched by geometry, not by function handle: the call may name a CUkernel where the launch
+// callback names the context's CUfunction.
+struct ApiLaunch {
+  bool active = false;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  int64_t dsmem = -1;
+};
+thread_local ApiLaunch t_api;
+// modules whose load callback came while this library was itself calling into CUDA (they are
+// patched all the same; counted in the end line)
+uint64_t g_modules_in_tool = 0;
 
 struct ToolScope {
   ToolScope() { ++t_in_tool; }
   ~ToolScope() { --t_in_tool; }
+};
+
+thread_local bool t_patching = false;  // while a loaded module is being patched
+struct PatchingScope {
+  bool prev;
+  PatchingScope() : prev(t_patching) { t_patching = true; }
+  ~PatchingScope() { t_patching = prev; }
 };
 
 typedef int (*StreamIsCapturingFn)(CUstream, int*);
@@ -689,7 +710,6 @@ LaunchAttr launch_attr(const Pending& p, int64_t dsmem_dev) {
   LaunchAttr a;
   a.smem_dyn_dev = dsmem_dev;
   if (!g_attrs_on || p.function == nullptr) return a;
-  if (g_func_attr.find(p.function) == g_func_attr.end()) ++g_attr_in_launch_cb;  // not seen at the API call
   const FuncAttr* f = func_attr(p.function);
   a.regs = f->regs;
   a.smem_static = f->smem_static;
@@ -885,9 +905,15 @@ Pending make_pending(const Sanitizer_LaunchData* l, size_t slot, int node) {
   p.function = l->function;
   p.device = l->device;
   p.cluster = std::max<uint32_t>(l->clusterDim_x, 1) * std::max<uint32_t>(l->clusterDim_y, 1) * std::max<uint32_t>(l->clusterDim_z, 1);
-  // an ordinary launch's LAUNCH_BEGIN follows its launch call on this thread; graph nodes have none
-  if (node < 0 && t_api_function != nullptr && t_api_function == l->function) p.dsmem_api = t_api_dsmem;
-  t_api_function = nullptr;
+  // an ordinary launch's LAUNCH_BEGIN comes inside its launch call on this thread; graph
+  // nodes have none
+  if (node < 0 && t_api.active && t_api.grid[0] == p.grid[0] && t_api.grid[1] == p.grid[1] &&
+      t_api.grid[2] == p.grid[2] && t_api.block[0] == p.block[0] && t_api.block[1] == p.block[1] &&
+      t_api.block[2] == p.block[2]) {
+    p.dsmem_api = t_api.dsmem;
+    ++g_api_dsmem_matched;
+  }
+  t_api.active = false;
   return p;
 }
 
@@ -939,7 +965,7 @@ void on_launch(Sanitizer_CallbackId cbid, const Sanitizer_LaunchData* l) {
   if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) {
     if (is_capturing(l->stream)) {  // not executed now; it runs later as a graph node
       ++g_skipped_capture;
-      t_api_function = nullptr;
+      t_api.active = false;
       set_launch_data(l, l->hStream, nullptr, nullptr, false);
       t_pending.push_back(Pending{});
       t_pending.back().instrumented = false;
@@ -1104,6 +1130,7 @@ void on_resource(Sanitizer_CallbackId cbid, const void* data) {
   switch (cbid) {
     case SANITIZER_CBID_RESOURCE_MODULE_LOADED: {
       auto* m = (const Sanitizer_ResourceModuleData*)data;
+      PatchingScope patching;
       Ctx& c = g_ctx[m->context];
       if (!c.patches_added) {
         check(sanitizerAddPatches(uvmt_patch_fatbin, m->context), "sanitizerAddPatches (embedded device patch)");
@@ -1195,53 +1222,60 @@ void prefetch_line(uint64_t addr, uint64_t size, const std::string& where, CUstr
   if (rc == 0 && where == "gpu") gpu_took_range(addr, size);
 }
 
-// The launch call's function and dynamic shared memory, for the LAUNCH_BEGIN that follows on
-// this thread; the function's attributes are computed here, at the API boundary, and cached.
+// The launch call's geometry and dynamic shared memory, for the LAUNCH_BEGIN inside it. Calls
+// nothing: see the file's head (lazy module loading).
+bool is_launch_call(Sanitizer_CallbackId cbid) {
+  switch (cbid) {
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernel:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel_ptsz:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void on_launch_call(Sanitizer_CallbackId cbid, const void* params) {
-  CUfunction f = nullptr;
-  int64_t dsmem = -1;
-  uint64_t threads = 0;
+  ApiLaunch a;
+  a.active = true;
   switch (cbid) {
     case SANITIZER_CBID_DRIVER_API_cuLaunchKernel:
     case SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz: {
       auto* p = (const cuLaunchKernel_params*)params;
-      f = p->f;
-      dsmem = p->sharedMemBytes;
-      threads = (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ;
+      a.grid[0] = p->gridDimX; a.grid[1] = p->gridDimY; a.grid[2] = p->gridDimZ;
+      a.block[0] = p->blockDimX; a.block[1] = p->blockDimY; a.block[2] = p->blockDimZ;
+      a.dsmem = p->sharedMemBytes;
       break;
     }
     case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel:
     case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel_ptsz: {
       auto* p = (const cuLaunchCooperativeKernel_params*)params;
-      f = p->f;
-      dsmem = p->sharedMemBytes;
-      threads = (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ;
+      a.grid[0] = p->gridDimX; a.grid[1] = p->gridDimY; a.grid[2] = p->gridDimZ;
+      a.block[0] = p->blockDimX; a.block[1] = p->blockDimY; a.block[2] = p->blockDimZ;
+      a.dsmem = p->sharedMemBytes;
       break;
     }
     case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx:
     case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz: {
       auto* p = (const cuLaunchKernelEx_params*)params;
-      f = p->f;
-      if (p->config != nullptr) {
-        dsmem = p->config->sharedMemBytes;
-        threads = (uint64_t)p->config->blockDimX * p->config->blockDimY * p->config->blockDimZ;
-      }
+      if (p->config == nullptr) return;
+      a.grid[0] = p->config->gridDimX; a.grid[1] = p->config->gridDimY; a.grid[2] = p->config->gridDimZ;
+      a.block[0] = p->config->blockDimX; a.block[1] = p->config->blockDimY; a.block[2] = p->config->blockDimZ;
+      a.dsmem = p->config->sharedMemBytes;
       break;
     }
     default:
       return;
   }
-  t_api_function = f;
-  t_api_dsmem = dsmem;
-  if (f == nullptr || !g_attrs_on) return;
-  Stopwatch sw(&g_tm.attrs);
-  func_attr(f);
-  if (dsmem >= 0 && threads > 0) occupancy(f, threads, (uint64_t)dsmem);
+  t_api = a;
 }
 
 void on_driver(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* d) {
   if (d->callbackSite == SANITIZER_API_ENTER) {
-    on_launch_call(cbid, d->functionParams);
+    if (is_launch_call(cbid)) on_launch_call(cbid, d->functionParams);
     // a prefetch is a GPU operation on managed memory: what the CPU touched before it first
     if (cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync || cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_ptsz ||
         cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_v2 || cbid == SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync_v2_ptsz)
@@ -1249,6 +1283,10 @@ void on_driver(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* d) {
     return;
   }
   if (d->callbackSite != SANITIZER_API_EXIT) return;
+  if (is_launch_call(cbid)) {
+    t_api.active = false;  // a call that launched nothing (an error) leaves nothing behind
+    return;
+  }
   int rc = d->functionReturnValue ? (int)*(const CUresult*)d->functionReturnValue : -1;
   switch (cbid) {
     case SANITIZER_CBID_DRIVER_API_cuMemPrefetchAsync:
@@ -1279,7 +1317,14 @@ void on_driver(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* d) {
 }
 
 void callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* data) {
-  if (t_in_tool) return;  // our own allocations, copies and synchronizations are not the program's
+  // Our own allocations, copies and synchronizations are not the program's; but a module that
+  // loads while we call into CUDA is the program's, and must be patched or its kernels record
+  // nothing.
+  // (Not while a module is being patched: what loads then is this library's own patch.)
+  if (t_in_tool) {
+    if (domain != SANITIZER_CB_DOMAIN_RESOURCE || cbid != SANITIZER_CBID_RESOURCE_MODULE_LOADED || t_patching) return;
+    ++g_modules_in_tool;
+  }
   std::lock_guard<std::recursive_mutex> g(g_mu);
   ToolScope scope;
   switch (domain) {
@@ -1342,7 +1387,8 @@ void at_exit() {
                 ",\"streams\":" + (g_streams_on ? "true" : "false") + ",\"stream_status\":" + status +
                 ",\"stream_rows\":" + std::to_string(g_stream_rows) + ",\"stream_blocks\":" + std::to_string(g_stream_blocks) +
                 ",\"stream_entries\":" + std::to_string(g_stream_entries) + ",\"kernel_span_ns\":" + std::to_string(g_kernel_span_ns) +
-                ",\"attr_errors\":" + std::to_string(g_attr_errors) + ",\"attrs_in_launch_callback\":" + std::to_string(g_attr_in_launch_cb) +
+                ",\"attr_errors\":" + std::to_string(g_attr_errors) + ",\"dsmem_from_launch_call\":" + std::to_string(g_api_dsmem_matched) +
+                ",\"modules_loaded_in_tool_calls\":" + std::to_string(g_modules_in_tool) +
                 ",\"timers\":" + timers + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
   if (g_timers_print && g_tm.launches) {
     double n = (double)g_tm.launches;

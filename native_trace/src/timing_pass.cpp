@@ -7,11 +7,18 @@
 // prefetching off, the balloon of balloon.cpp in place and the counters on, kernel durations
 // hold the program's real faults and migrations.
 //
-// Each kact line also carries the uninstrumented launch's registers and shared memory (from the
-// activity record) and, for launches made through a launch call, the occupancy the hardware
-// allows (cuOccupancyMaxActiveBlocksPerMultiprocessor on the launched function, computed in the
-// call's driver API callback and matched to the record by correlation id): uvmtrace v1.2's
-// launch columns, free of the page pass's instrumentation.
+// Each kact line also carries the uninstrumented launch's shared memory (from the activity
+// record) and, for launches made through a launch call, the function's registers
+// (cuFuncGetAttribute, or cuKernelGetAttribute when the call names a context-less CUkernel, as
+// the runtime's launches do) and the occupancy the hardware allows
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor), computed in the call's driver API callback
+// and matched to the record by correlation id: uvmtrace v1.2's launch columns, free of the page
+// pass's instrumentation. The activity record's own registersPerThread is written as
+// `regs_cupti` only: it is not the function's register count (seen on an H100, driver 580:
+// 16 for kernels of 8 to 14 registers).
+//
+// This pass patches nothing, so a module that these queries load early is harmless here (the
+// page pass must not query at the launch call: pages_pass.cpp).
 //
 // Raw output: timing.<pid>.jsonl with one "kact" line per kernel activity record; counter
 // records as "um" lines, or with UVMTRACE_UM_BINARY=1 as UmRecord structs in timing.<pid>.bin
@@ -57,13 +64,21 @@ IsCapturingFn p_is_capturing = nullptr;
 ExchangeModeFn p_exchange_mode = nullptr;
 uint64_t g_prefetch_skipped_capture = 0;
 
-// occupancy by correlation id (v1.2 launch attributes): filled by launch calls, taken by the
-// activity records (which may arrive on another thread)
+// occupancy and registers by correlation id (v1.2 launch attributes): filled by launch
+// calls, taken by the activity records (which may arrive on another thread); -1: unknown
 typedef CUresult (*OccupancyFn)(int*, CUfunction, int, size_t);
+typedef CUresult (*FuncGetAttributeFn)(int*, CUfunction_attribute, CUfunction);
+typedef CUresult (*KernelGetAttributeFn)(int*, CUfunction_attribute, CUkernel, CUdevice);
 OccupancyFn p_occupancy = nullptr;
+FuncGetAttributeFn p_func_attr = nullptr;
+KernelGetAttributeFn p_kernel_attr = nullptr;
+struct CallAttr {
+  int occ = -1, regs = -1;
+};
 std::mutex g_occ_mu;
-std::unordered_map<uint32_t, int> g_occ_by_corr;
+std::unordered_map<uint32_t, CallAttr> g_occ_by_corr;
 std::map<std::tuple<CUfunction, uint64_t, uint64_t>, int> g_occ_cache;
+std::unordered_map<CUfunction, int> g_regs_cache;
 thread_local uint32_t t_outer_corr = 0;  // correlation id of the outermost launch call
 
 const char* cstr(CUptiResult r) {
@@ -132,7 +147,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
         std::lock_guard<std::mutex> g(g_occ_mu);
         auto it = g_occ_by_corr.find(k->correlationId);
         if (it != g_occ_by_corr.end()) {
-          if (it->second >= 0) occ = ",\"occupancy\":" + std::to_string(it->second);
+          if (it->second.occ >= 0) occ = ",\"occupancy\":" + std::to_string(it->second.occ);
+          if (it->second.regs >= 0) occ += ",\"regs\":" + std::to_string(it->second.regs);
           if (k->graphId == 0) g_occ_by_corr.erase(it);  // a graph's nodes share one id
         }
       }
@@ -143,7 +159,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
                     "\",\"stream\":" + std::to_string(k->streamId) + ",\"graph\":" + std::to_string(k->graphId) +
                     ",\"graph_node\":" + std::to_string(k->graphNodeId) + ",\"device\":" + std::to_string(k->deviceId) +
                     // the uninstrumented launch's resources, to check the page pass's (v1.2)
-                    ",\"regs\":" + std::to_string(k->registersPerThread) + ",\"smem_static\":" + std::to_string(k->staticSharedMemory) +
+                    ",\"regs_cupti\":" + std::to_string(k->registersPerThread) + ",\"smem_static\":" + std::to_string(k->staticSharedMemory) +
                     ",\"smem_dyn\":" + std::to_string(k->dynamicSharedMemory) + occ + "}");
     } else if (r->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto* u = (const CUpti_ActivityUnifiedMemoryCounter3*)r;
@@ -281,21 +297,38 @@ void note_occupancy(CUpti_CallbackId cbid, const void* params, uint32_t corr) {
       return;
   }
   if (f == nullptr || threads == 0 || threads > 0x7FFFFFFF) return;
-  if (p_occupancy == nullptr) p_occupancy = (OccupancyFn)driver_sym("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (p_occupancy == nullptr) {
+    p_occupancy = (OccupancyFn)driver_sym("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    p_func_attr = (FuncGetAttributeFn)driver_sym("cuFuncGetAttribute");
+    p_kernel_attr = (KernelGetAttributeFn)driver_sym("cuKernelGetAttribute");
+    resolve_driver();
+  }
   std::lock_guard<std::mutex> g(g_occ_mu);
+  CallAttr a;
   auto key = std::make_tuple(f, threads, dsmem);
   auto it = g_occ_cache.find(key);
-  int occ = -1;
   if (it != g_occ_cache.end()) {
-    occ = it->second;
+    a.occ = it->second;
   } else {
     int n = 0;
-    if (p_occupancy && p_occupancy(&n, f, (int)threads, (size_t)dsmem) == CUDA_SUCCESS) occ = n;
-    g_occ_cache[key] = occ;
+    if (p_occupancy && p_occupancy(&n, f, (int)threads, (size_t)dsmem) == CUDA_SUCCESS) a.occ = n;
+    g_occ_cache[key] = a.occ;
+  }
+  auto rt = g_regs_cache.find(f);
+  if (rt != g_regs_cache.end()) {
+    a.regs = rt->second;
+  } else {
+    int n = 0;
+    CUdevice dev = 0;
+    if (p_func_attr && p_func_attr(&n, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_SUCCESS) a.regs = n;
+    else if (p_kernel_attr && p_ctx_get_device && p_ctx_get_device(&dev) == CUDA_SUCCESS &&
+             p_kernel_attr(&n, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUkernel)f, dev) == CUDA_SUCCESS)
+      a.regs = n;
+    g_regs_cache[f] = a.regs;
   }
   if (g_occ_by_corr.size() > (1u << 20)) g_occ_by_corr.clear();  // ids no record claimed
-  g_occ_by_corr[corr] = occ;
-  if (t_outer_corr != 0) g_occ_by_corr[t_outer_corr] = occ;
+  g_occ_by_corr[corr] = a;
+  if (t_outer_corr != 0) g_occ_by_corr[t_outer_corr] = a;
 }
 
 void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {

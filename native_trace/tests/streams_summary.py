@@ -41,6 +41,11 @@ def facts(d: Path) -> dict:
     out["launch_attribute_mismatches"] = src.get("launch_attribute_mismatches")
     end = src.get("pages_pass_end") or {}
     out["timers"] = end.get("timers")
+    # pages lost show here: kernels without a page, modules the page pass patched, warnings
+    out["kernels_without_pages"] = src.get("kernels_without_pages")
+    out["modules_patched"] = end.get("modules")
+    out["warnings"] = src.get("warnings") or []
+    out["gpu"] = src.get("gpu")
     return out
 
 
@@ -54,13 +59,24 @@ def main() -> int:
     res = {}
     for d in sorted(Path(a.new).glob("*.uvmtrace")):
         r = {"new": facts(d)}
-        t = load_trace(d, streams=True)  # every row of every table checked
-        r["new"]["units"] = sorted({int(u) for u in t.streams.k_unit if u}) if t.streams else []
+        try:
+            t = load_trace(d, streams=True)  # every row of every table checked
+            r["new"]["units"] = sorted({int(u) for u in t.streams.k_unit if u}) if t.streams else []
+        except Exception as e:  # noqa: BLE001 - reported in the row, the other traces go on
+            r["new"]["units"] = []
+            r["new"]["warnings"] = r["new"]["warnings"] + [f"load_trace failed: {e}"]
         old = Path(a.old) / d.name
         if old.is_dir():
             r["old"] = facts(old)
             o, n = r["old"], r["new"]
             r["stream_rows_per_access_row"] = n["stream_rows"] / max(n["access_rows"] or 1, 1)
+            # the same program's pages: near 1 unless pages are lost (or the GPU's libraries
+            # pick other kernels: the bundled traces may come from another GPU, see "gpu")
+            r["access_rows_vs_old"] = (n["access_rows"] or 0) / max(o["access_rows"] or 1, 1)
+            # the size goal: every v1.2 row (accesses, blocks, block accesses) against
+            # the v1.1 trace's rows
+            r["v12_rows_vs_v11_rows"] = ((n["access_rows"] or 0) + n["stream_rows"] + n["stream_blocks"]) \
+                / max(o["access_rows"] or 1, 1)
             r["bytes_vs_old"] = n["bytes"] / max(o["bytes"], 1)
             if o["pages_pass_wall_s"] and n["pages_pass_wall_s"]:
                 r["pages_pass_wall_vs_old"] = n["pages_pass_wall_s"] / o["pages_pass_wall_s"]
@@ -71,15 +87,23 @@ def main() -> int:
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["trace", "kernels", "access_rows", "stream_rows", "stream_rows_per_access_row",
-                        "kernels_with_stream", "bytes", "v11_bytes", "stream_bytes", "old_bytes",
-                        "pages_pass_wall_s", "old_pages_pass_wall_s"])
+            w.writerow(["trace", "kernels", "kernels_without_pages", "modules_patched", "access_rows",
+                        "old_access_rows", "access_rows_vs_old", "stream_blocks", "stream_rows",
+                        "stream_rows_per_access_row", "v12_rows_vs_v11_rows", "kernels_with_stream",
+                        "bytes", "v11_bytes", "stream_bytes", "old_bytes", "bytes_vs_old",
+                        "pages_pass_wall_s", "old_pages_pass_wall_s", "gpu", "old_gpu", "warnings"])
+            nan = float("nan")
             for name, r in res.items():
                 n, o = r["new"], r.get("old", {})
-                w.writerow([name, n["kernels"], n["access_rows"], n["stream_rows"],
-                            f"{r.get('stream_rows_per_access_row', float('nan')):.2f}",
-                            n["kernels_with_stream"], n["bytes"], n["v11_bytes"], n["stream_bytes"],
-                            o.get("bytes"), n["pages_pass_wall_s"], o.get("pages_pass_wall_s")])
+                w.writerow([name, n["kernels"], n["kernels_without_pages"], n["modules_patched"],
+                            n["access_rows"], o.get("access_rows"),
+                            f"{r.get('access_rows_vs_old', nan):.3f}", n["stream_blocks"],
+                            n["stream_rows"], f"{r.get('stream_rows_per_access_row', nan):.2f}",
+                            f"{r.get('v12_rows_vs_v11_rows', nan):.2f}", n["kernels_with_stream"],
+                            n["bytes"], n["v11_bytes"], n["stream_bytes"], o.get("bytes"),
+                            f"{r.get('bytes_vs_old', nan):.2f}", n["pages_pass_wall_s"],
+                            o.get("pages_pass_wall_s"), n["gpu"], o.get("gpu"),
+                            " | ".join(n["warnings"])])
     return 0
 
 

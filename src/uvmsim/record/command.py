@@ -179,6 +179,8 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         if join.get("status") == "mismatch":
             print(f"uvmsim record: warning: {join['message']}; durations left empty",
                   file=sys.stderr)
+        for w in stats.get("warnings", []):
+            print(f"uvmsim record: warning: {w}", file=sys.stderr)
         for what in ("dropped_accesses_device", "access_rows_dropped_outside_live_allocations"):
             if stats.get(what):
                 print(f"uvmsim record: warning: {what.replace('_', ' ')}: {stats[what]}",

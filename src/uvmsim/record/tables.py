@@ -21,7 +21,7 @@ from .errors import LaunchMismatchError, RecordError
 from .join import join_launches, timing_order
 from .raw import REC_DTYPE, SBLK_DTYPE, SROW_DTYPE, RawPass
 
-__all__ = ["HANDLERS", "PagePassTables", "build_tables"]
+__all__ = ["HANDLERS", "PagePassTables", "build_tables", "timing_launch_attrs"]
 
 _ADVICE_OK = frozenset({"set_preferred_location_gpu", "set_preferred_location_cpu",
                         "set_accessed_by_gpu", "set_read_mostly", "unset_preferred_location_gpu",
@@ -133,11 +133,14 @@ class PagePassTables:
     kact: list[dict[str, Any]]
     join: list[int] | None
     skipped: Counter
+    tattrs: list[dict[str, int]] = field(default_factory=list)  # timing_launch_attrs(kact)
     live: _Live = field(default_factory=_Live)
     allocs: list[tuple[int, int, int, str, str | None]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    acc_parts: list[pd.DataFrame] = field(default_factory=list)
+    # rows gathered as columns of numpy arrays, one part per kernel, made frames once at the
+    # end (a frame per kernel cost milliseconds each, and programs launch thousands)
+    acc_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
     kernel_lines: int = 0          # kernel lines read so far: the index into `join`
     out_of_range: int = 0
     out_of_range_kernels: list[str] = field(default_factory=list)
@@ -153,14 +156,14 @@ class PagePassTables:
     # uvmtrace v1.2: launch attributes and per-thread-block streams
     streams_path: Path | None = None
     srecs: np.ndarray | None = None        # the streams file, as 16-byte records
-    last_acc: pd.DataFrame | None = None   # the access rows of the last kernel line
+    last_acc: dict[str, np.ndarray] | None = None  # the access rows of the last kernel line
     with_attrs: int = 0                    # kernel lines with launch attributes
     attr_mismatches: list[str] = field(default_factory=list)
     stream_lines: int = 0
     stream_rows_outside: int = 0           # stream rows dropped with their pages
     stream_status: Counter = field(default_factory=Counter)
-    sb_parts: list[pd.DataFrame] = field(default_factory=list)
-    sa_parts: list[pd.DataFrame] = field(default_factory=list)
+    sb_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+    sa_parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def finish(self, tables: dict[str, pd.DataFrame], stats: dict[str, Any]) -> None:
         """Write the gathered rows into `tables` and the counts into `stats`."""
@@ -182,7 +185,7 @@ class PagePassTables:
             k["duration_ns"] = pd.array(k["duration_ns"].tolist(), dtype="Int64")
             tables["kernels"] = k
         if self.acc_parts:
-            tables["accesses"] = pd.concat(self.acc_parts, ignore_index=True)
+            tables["accesses"] = _frame(self.acc_parts)
         _finish_v12(self, tables)
         if slices:  # uvmtrace v1.1 time slices (docs/trace-format.md)
             k = tables["kernels"]
@@ -197,7 +200,7 @@ class PagePassTables:
         stats.update({
             "kernels": len(self.kernels), "allocations": len(self.allocs),
             "events": len(self.events),
-            "access_rows": int(sum(len(p) for p in self.acc_parts)),
+            "access_rows": int(sum(p["kernel_id"].size for p in self.acc_parts)),
             "dropped_accesses_device": self.dropped_accesses,
             "pages_outside_allocations_device": self.unknown_pages,
             "access_rows_dropped_outside_live_allocations": self.out_of_range,
@@ -215,8 +218,8 @@ class PagePassTables:
             "streams": {"kernels": self.stream_lines,
                         "with_stream": sum(1 for k in self.kernels
                                            if k.get("stream_unit") is not None),
-                        "blocks": int(sum(len(x) for x in self.sb_parts)),
-                        "rows": int(sum(len(x) for x in self.sa_parts)),
+                        "blocks": int(sum(x["kernel_id"].size for x in self.sb_parts)),
+                        "rows": int(sum(x["kernel_id"].size for x in self.sa_parts)),
                         "rows_dropped_outside_live_allocations": self.stream_rows_outside,
                         "without_stream_by_reason": dict(self.stream_status)},
         })
@@ -273,7 +276,7 @@ def _kernel(b: PagePassTables, r: dict[str, Any]) -> None:
                       "duration_ns": (tr["end"] - tr["start"]) if tr else None,
                       "grid": r.get("grid"), "block": r.get("block"),
                       "n_slices": r.get("n_slices"), "slice_ns": r.get("slice_ns"),
-                      **_launch_attrs(b, r, tr, kid)})
+                      **_launch_attrs(b, r, j, kid)})
     b.last_acc = None
     if r.get("n_slices") is not None:
         b.with_slices += 1
@@ -312,12 +315,12 @@ def _kernel_pages(b: PagePassTables, r: dict[str, Any], kid: int) -> None:
     sl = block["slices"].astype(np.uint64)
     if r.get("n_slices") is not None:
         _check_slices(sl, int(r["n_slices"]), kid, r["name"], b.bin_path)
-    b.acc_parts.append(pd.DataFrame({
+    b.acc_parts.append({
         "kernel_id": np.full(int(ok.sum()), kid, np.uint32), "page": page[ok],
         "flags": flags[ok], "count": block["count"][ok].astype(np.uint32),
         # ranks stay dense after dropping rows: order within the kept pages
         "order": np.arange(int(ok.sum()), dtype=np.uint32) if bad else order,
-        "slices": sl[ok]}))
+        "slices": sl[ok]})
     b.last_acc = b.acc_parts[-1]
 
 
@@ -390,28 +393,59 @@ _ATTRS = {"n_blocks": "n_blocks", "threads": "threads_per_block", "cluster": "cl
           "regs": "regs_per_thread", "smem_static": "smem_static_bytes",
           "smem_dyn": "smem_dynamic_bytes", "sm_count": "sm_count",
           "occupancy": "max_blocks_per_sm"}
-_TIMING_ATTRS = ("regs", "smem_static", "smem_dyn")
+#: launch attributes the timing pass measures on the uninstrumented launch: shared memory from
+#: CUPTI's kernel record; registers (the function's, cuFuncGetAttribute) and occupancy from its
+#: launch-call callback, so a graph node (no launch call) lacks them
+_TIMING_ATTRS = ("regs", "smem_static", "smem_dyn", "occupancy")
 
 
-def _launch_attrs(b: PagePassTables, r: dict[str, Any], tr: dict[str, Any] | None,
-                  kid: int) -> dict[str, Any]:
-    """The launch columns of a kernel line. Registers, shared memory and (for launches made
-    by a launch call) the occupancy come from the timing pass when it joined: CUPTI's record
-    of the uninstrumented launch. They are checked against the page pass's
-    (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and any
-    difference is reported."""
+def timing_launch_attrs(kact: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """The launch attributes of each timing record (`_TIMING_ATTRS` it has). A record without
+    registers or occupancy (a graph node) takes them from another record of the same function
+    (mangled name): its registers from any, its occupancy from one of the same block size and
+    dynamic shared memory. CUPTI's own ``regs_cupti`` is never used: it is not the function's
+    register count (docs/collector.md)."""
+    regs: dict[str, int] = {}
+    occ: dict[tuple[Any, ...], int] = {}
+
+    def fn(r: dict[str, Any]) -> str:
+        return str(r.get("mangled") or r.get("name"))
+
+    for r in kact:
+        if r.get("regs") is not None:
+            regs.setdefault(fn(r), int(r["regs"]))
+        if r.get("occupancy") is not None:
+            occ.setdefault((fn(r), r.get("block"), r.get("smem_dyn")), int(r["occupancy"]))
+    out = []
+    for r in kact:
+        a = {f: int(r[f]) for f in _TIMING_ATTRS if r.get(f) is not None}
+        if "regs" not in a and fn(r) in regs:
+            a["regs"] = regs[fn(r)]
+        key = (fn(r), r.get("block"), r.get("smem_dyn"))
+        if "occupancy" not in a and key in occ:
+            a["occupancy"] = occ[key]
+        out.append(a)
+    return out
+
+
+def _launch_attrs(b: PagePassTables, r: dict[str, Any], j: int, kid: int) -> dict[str, Any]:
+    """The launch columns of a kernel line (`j`: its timing record, -1 for none). What the
+    timing pass measured on the uninstrumented launch (`timing_launch_attrs`) replaces the page
+    pass's (cuFuncGetAttribute and the occupancy calculator on the instrumented function), and
+    any difference is reported."""
     if "n_blocks" not in r:
         return {}
     b.with_attrs += 1
     out = {col: r.get(f) for f, col in _ATTRS.items()}
-    if tr is not None and all(f in tr for f in _TIMING_ATTRS):
-        fields = _TIMING_ATTRS + (("occupancy",) if "occupancy" in tr else ())
-        diff = [f"{f} {r.get(f)} (page pass) vs {tr[f]} (timing pass)" for f in fields
-                if r.get(f) is not None and int(r[f]) != int(tr[f])]
-        if diff:
-            b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
-        for f in fields:
-            out[_ATTRS[f]] = int(tr[f])
+    if j < 0:
+        return out
+    tr = b.tattrs[j]
+    diff = [f"{f} {r.get(f)} (page pass) vs {v} (timing pass)" for f, v in tr.items()
+            if r.get(f) is not None and int(r[f]) != v]
+    if diff:
+        b.attr_mismatches.append(f"kernel {kid} {r['name']}: " + ", ".join(diff))
+    for f, v in tr.items():
+        out[_ATTRS[f]] = v
     return out
 
 
@@ -435,13 +469,14 @@ def _stream(b: PagePassTables, r: dict[str, Any]) -> None:
         b.stream_status["bad_line"] += 1
         return
     acc = b.last_acc
-    acc_page = acc["page"].to_numpy(np.uint64) if acc is not None else np.zeros(0, np.uint64)
-    acc_flags = acc["flags"].to_numpy(np.uint8) if acc is not None else np.zeros(0, np.uint8)
+    acc_page = acc["page"] if acc is not None else np.zeros(0, np.uint64)
+    acc_flags = acc["flags"] if acc is not None else np.zeros(0, np.uint8)
     # rows on pages the trace drops (outside live allocations) go too, and blocks left empty
-    keep = b.live.page_mask(rows["page"].to_numpy(np.uint64))
+    keep = b.live.page_mask(rows["page"])
     if not keep.all():
-        rows = rows[keep]
-        blocks = blocks[blocks["block"].isin(rows["block"].unique())]
+        rows = {c: v[keep] for c, v in rows.items()}
+        kb = np.isin(blocks["block"], rows["block"])
+        blocks = {c: v[kb] for c, v in blocks.items()}
         b.stream_rows_outside += int((~keep).sum())
     from ..trace.streams import check_kernel_stream
     broken = check_kernel_stream(unit, int(n_blocks), blocks, rows, acc_page, acc_flags)
@@ -450,13 +485,13 @@ def _stream(b: PagePassTables, r: dict[str, Any]) -> None:
         return
     k["stream_unit"], k["stream_tick_ns"] = unit, tick
     kid = np.uint32(k["kernel_id"])
-    b.sb_parts.append(blocks.assign(kernel_id=kid)[["kernel_id", "block", "t_start", "t_end"]])
-    b.sa_parts.append(rows.assign(kernel_id=kid)[["kernel_id", "block", "page", "t", "flags"]])
+    b.sb_parts.append({"kernel_id": np.full(blocks["block"].size, kid, np.uint32), **blocks})
+    b.sa_parts.append({"kernel_id": np.full(rows["block"].size, kid, np.uint32), **rows})
 
 
 def _stream_records(b: PagePassTables, r: dict[str, Any], k: dict[str, Any]
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A stream line's block and row records, as frames (rows carry their block)."""
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A stream line's block and row records, as columns (rows carry their block)."""
     if b.srecs is None:
         b.srecs = np.empty(0, np.uint8)
         if b.streams_path is not None and b.streams_path.stat().st_size:
@@ -474,14 +509,21 @@ def _stream_records(b: PagePassTables, r: dict[str, Any], k: dict[str, Any]
         raise RecordError(f"{b.streams_path}: the stream of kernel {k['kernel_id']} "
                           f"({k['name']}) counts {int(blk['n_rows'].sum(dtype=np.uint64))} "
                           f"rows in its blocks but has {row.size}")
-    blocks = pd.DataFrame({"block": blk["block"].copy(), "t_start": blk["t_start"].copy(),
-                           "t_end": blk["t_end"].copy()})
-    rows = pd.DataFrame({"block": np.repeat(blk["block"], blk["n_rows"]),
-                         "page": row["page"].copy(), "t": row["t"].copy(),
-                         "flags": row["flags"].astype(np.uint8)})
+    blocks = {"block": blk["block"].copy(), "t_start": blk["t_start"].copy(),
+              "t_end": blk["t_end"].copy()}
+    rows = {"block": np.repeat(blk["block"], blk["n_rows"]), "page": row["page"].copy(),
+            "t": row["t"].copy(), "flags": row["flags"].astype(np.uint8)}
     if (row["flags"] > 255).any():
-        rows["flags"] = np.uint8(0)  # out of range: the rule check refuses it
+        rows["flags"][:] = 0  # out of range: the rule check refuses it
     return blocks, rows
+
+
+def _frame(parts: list[dict[str, np.ndarray]], like: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One frame of the parts' columns (each part has every column), typed as `like`."""
+    cols = list(like.columns) if like is not None else list(parts[0])
+    df = pd.DataFrame({c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0)
+                       for c in cols})
+    return df.astype(like.dtypes.to_dict()) if like is not None else df
 
 
 def _finish_v12(b: PagePassTables, tables: dict[str, pd.DataFrame]) -> None:
@@ -500,9 +542,8 @@ def _finish_v12(b: PagePassTables, tables: dict[str, pd.DataFrame]) -> None:
             k[col] = pd.array(k[col].tolist() if col in k else [None] * len(k), dtype="Int64")
         from ..trace.streams import empty_tables
         e = empty_tables()
-        tables["blocks"] = pd.concat([e["blocks"]] + b.sb_parts, ignore_index=True)
-        tables["block_accesses"] = pd.concat([e["block_accesses"]] + b.sa_parts,
-                                             ignore_index=True)
+        tables["blocks"] = _frame(b.sb_parts, e["blocks"])
+        tables["block_accesses"] = _frame(b.sa_parts, e["block_accesses"])
     else:
         tables["kernels"] = k.drop(columns=["stream_unit", "stream_tick_ns"], errors="ignore")
 
@@ -569,10 +610,22 @@ def build_tables(pages: RawPass | None, timing: RawPass | None = None, *,
         recs = np.memmap(pages.bin_path, dtype=REC_DTYPE, mode="r")
 
     b = PagePassTables(pages.bin_path, recs, kact, join, stats["skipped"],
-                       streams_path=pages.streams_path)
+                       tattrs=timing_launch_attrs(kact), streams_path=pages.streams_path)
     for r in pages.lines:
         handler = HANDLERS.get(r.get("t"))  # type: ignore[arg-type]
         if handler is not None:
             handler(b, r)
     b.finish(tables, stats)
+    stats["warnings"] = _page_pass_warnings(pages.end, b)
     return tables, stats
+
+
+def _page_pass_warnings(end: dict[str, Any], b: PagePassTables) -> list[str]:
+    """What the page pass's end line says went wrong for the whole run (printed by `record`
+    and kept in the manifest)."""
+    out = []
+    if end.get("modules") == 0 and b.kernels:
+        out.append(f"the page pass patched no module, so its {len(b.kernels)} kernels recorded "
+                   f"no page ({sum(b.no_pages.values())} have none): was a module loaded while "
+                   "the collector itself called into CUDA? (docs/collector.md, lazy loading)")
+    return out

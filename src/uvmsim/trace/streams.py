@@ -14,6 +14,7 @@ touched each unit of memory (blocks.parquet, block_accesses.parquet). docs/trace
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -472,24 +473,26 @@ def write_files(d: Path, tables: dict[str, pa.Table]) -> None:
 _CODE_NAMES = {v: k for k, v in vars(C).items() if k[:2] in ("B_", "R_") and isinstance(v, int)}
 
 
-def check_kernel_stream(unit: int, n_blocks: int, blocks: pd.DataFrame, rows: pd.DataFrame,
-                        acc_page: np.ndarray, acc_flags: np.ndarray) -> str | None:
+def check_kernel_stream(unit: int, n_blocks: int, blocks: Mapping[str, Any],
+                        rows: Mapping[str, Any], acc_page: np.ndarray,
+                        acc_flags: np.ndarray) -> str | None:
     """The reader's rules for one kernel's stream against its access rows (page, flags):
     None when they hold, else the name of the first rule broken (for a collector that
-    writes no stream rather than a trace the reader refuses)."""
+    writes no stream rather than a trace the reader refuses). `blocks` and `rows` are frames
+    or mappings of column arrays."""
     o = np.argsort(acc_page, kind="stable")
     av = np.asarray(acc_page, np.int64)[o]
     af = np.asarray(acc_flags, np.uint8)[o]
     one = np.zeros(1, np.int64)
     k_unit = np.array([unit], np.int64)
     kbs = np.zeros(2, np.int64)
-    b_block = blocks["block"].to_numpy(np.uint32)
-    b_t0, b_t1 = blocks["t_start"].to_numpy(np.uint32), blocks["t_end"].to_numpy(np.uint32)
+    b_block = np.asarray(blocks["block"], np.uint32)
+    b_t0, b_t1 = np.asarray(blocks["t_start"], np.uint32), np.asarray(blocks["t_end"], np.uint32)
     err, _, _ = C.check_blocks(one, one, k_unit, np.array([n_blocks], np.int64),
                                np.zeros(b_block.size, np.uint32), b_block, b_t0, b_t1, kbs)
     if err != C.OK:
         return _CODE_NAMES.get(err, str(err))
-    r_page = rows["page"].to_numpy(np.uint64)
+    r_page = np.asarray(rows["page"], np.uint64)
     if (r_page >= np.uint64(1 << 50)).any():
         return "R_NOT_ACCESSED"
     r_page = r_page.view(np.int64)
@@ -498,9 +501,9 @@ def check_kernel_stream(unit: int, n_blocks: int, blocks: pd.DataFrame, rows: pd
     err, _, _ = C.check_rows(one, one, k_unit, kbs, b_block, b_t0, b_t1,
                              np.array([0, av.size], np.int64), av, af,
                              np.arange(av.size, dtype=np.int32),
-                             np.zeros(r_page.size, np.uint32), rows["block"].to_numpy(np.uint32),
-                             r_page, rows["t"].to_numpy(np.uint32),
-                             rows["flags"].to_numpy(np.uint8), brs, dense)
+                             np.zeros(r_page.size, np.uint32), np.asarray(rows["block"], np.uint32),
+                             r_page, np.asarray(rows["t"], np.uint32),
+                             np.asarray(rows["flags"], np.uint8), brs, dense)
     if err == C.OK:
         err, _, _ = C.check_coverage(k_unit, np.array([0, av.size], np.int64), av, kbs, brs,
                                      r_page)
