@@ -96,8 +96,8 @@ FAULT_HEAVY_CASES = ((1.5, "density"), (1.5, "none"), (3.0, "density"))
 
 
 def fault_heavy(repeat: int, evict: str) -> None:
-    """Issue-9 goals on one core: >= 60 M rows/s at 1.5/density, <= 150 ns per fault with
-    none, <= 1 us per evicted chunk at factor 3."""
+    """The replay speed goals on one core (docs/performance.md): >= 60 M rows/s at
+    1.5/density, <= 150 ns per fault with none, <= 1 us per evicted chunk at factor 3."""
     trace = ensure_trace("fault-heavy")
     for oversub, pf in FAULT_HEAVY_CASES:
         runs = [measure(trace, cold=False, prefetch=pf, evict=evict, oversub=oversub,

@@ -1,7 +1,8 @@
 """Write your own eviction and prefetch policies, register them, and replay with them.
 
 Run:  PYTHONPATH=src python examples/custom_policy.py
-CLI:  uvmsim replay T.uvmtrace --evict examples.custom_policy:MRU2M   (from the repo root)
+CLI:  uvmsim replay traces/microbench.uvmtrace --oversub 1.5 --evict examples.custom_policy:MRU2M
+      (from the repository's root, with .venv active)
 
 A policy is a few Numba functions with fixed signatures (src/uvmsim/policies/base.py,
 docs/policies.md) over the engine state S (read-only: S.pstate, S.bres, S.chunk_block, ...)

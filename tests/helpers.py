@@ -73,3 +73,20 @@ def boundscheck_env() -> dict[str, str]:
     return dict(os.environ, NUMBA_BOUNDSCHECK="1", UVMSIM_CACHE_DIR=str(base / "engines"),
                 NUMBA_CACHE_DIR=str(base / "numba"),
                 PYTHONPATH=os.pathsep.join([str(root / "src"), str(root / "tests")]))
+
+
+def fake_venv(folder) -> "os.PathLike":
+    """`folder`/.venv/bin as scripts/setup.sh leaves it, for this interpreter: `python`,
+    `uvmsim` (like the script pip installs, a file running uvmsim.cli.main, so the current
+    folder is not on the import path, unlike `python -m uvmsim`) and `activate`. The
+    caller's PYTHONPATH must reach uvmsim. Returns the bin folder."""
+    import sys
+    b = Path(folder) / ".venv" / "bin"
+    b.mkdir(parents=True, exist_ok=True)
+    (b / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (b / "uvmsim").write_text(f"#!{sys.executable}\nimport sys\nfrom uvmsim.cli import main\n"
+                              "sys.exit(main())\n")
+    (b / "activate").write_text(f'export VIRTUAL_ENV="{b.parent}"\nexport PATH="{b}:$PATH"\n')
+    for f in ("python", "uvmsim"):
+        (b / f).chmod(0o755)
+    return b

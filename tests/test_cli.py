@@ -205,3 +205,121 @@ def test_models_list():
     assert "thrashing" in ms["h200"]["sources"]
     listing = cli("models", check=True).stdout
     assert "h200:" in listing and "h100:" in listing
+
+
+# ---------------------------------------------------------------- one-line errors, outputs
+@pytest.mark.parametrize("args,msg", [
+    (["sweep", "{trace}", "--oversub", "inf"], "argument --oversub: must be > 0 and finite"),
+    (["sweep", "{trace}", "--oversub", "1,nan"], "argument --oversub: must be > 0 and finite"),
+    (["sweep", "{trace}", "--oversub", "0"], "argument --oversub: must be > 0 and finite"),
+    (["sweep", "{trace}", "--oversub", "-1.5"], "argument --oversub: must be > 0 and finite"),
+    (["replay", "{trace}", "--oversub", "inf"], "argument --oversub: must be > 0 and finite"),
+    (["sweep", "{trace}", "-o", ""], "argument -o/--out: empty path"),
+    (["sweep", "{trace}", "--plot", ""], "argument --plot: empty path"),
+    (["replay", "{trace}", "--kernels-out", ""], "argument --kernels-out: empty path"),
+    (["replay"], "the following arguments are required: trace"),
+    (["replay", "{trace}", "--capacity", "lots"], "not a byte size"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ([], "the following arguments are required: COMMAND"),
+    (["sweep", "{trace}", "-o", "{tmp}/t.txt"], "-o {tmp}/t.txt: must end in .parquet or .csv"),
+    (["sweep", "{trace}", "--plot", "{tmp}/p.xyz"], "--plot {tmp}/p.xyz: must end in one of"),
+    (["sweep", "{trace}", "-o", "{tmp}/afile/t.csv"], "afile is a file, not a folder"),
+    (["sweep", "{trace}", "--dataset", "{tmp}/afile"], "afile is a file, not a folder"),
+    (["sweep", "{trace}", "--segment", "no_such_kernel"],
+     "segment 'no_such_kernel': no kernel of trace 'tr' has it in its name"),
+    (["synth", "zipf", "-o", "{trace}"], "exists (use --overwrite to replace it)"),
+])
+def test_every_error_is_one_line(trace, tmp_path, args, msg):
+    (tmp_path / "afile").write_text("x")
+    args = [a.format(trace=trace, tmp=tmp_path) for a in args]
+    p = cli(*args, *(["--no-progress"] if args and args[0] == "sweep" else []))
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    cmd = args[0] if args and args[0] in ("sweep", "replay", "synth") else None
+    assert lines[0].startswith(f"uvmsim {cmd}: error: " if cmd else "uvmsim: error: ")
+    assert msg.format(tmp=tmp_path) in lines[0]
+    assert p.stdout == ""                          # nothing computed, nothing printed
+    assert not list(tmp_path.glob("t.*")) and not list(tmp_path.glob("p.*"))
+
+
+def test_argparse_errors_point_to_help(trace):
+    p = cli("sweep", trace, "--oversub", "inf")
+    assert p.stderr.rstrip().endswith("(see `uvmsim sweep --help`)")
+    assert "usage:" not in p.stderr
+
+
+def test_sweep_table_survives_a_failed_write(trace, tmp_path, monkeypatch, capsys):
+    """A write that fails after the checks (a full disk, say) still prints the table."""
+    import uvmsim.cli as C
+
+    def full_disk(df, path):
+        raise OSError(28, "No space left on device", str(path))
+    monkeypatch.setattr(C, "_write_table", full_disk)
+    out = tmp_path / "s.csv"
+    rc = C.main(["sweep", str(trace), "--oversub", "1,2", "--prefetch", "none", "-o", str(out),
+                 "--no-progress", "--executor", "serial"])
+    got = capsys.readouterr()
+    assert rc == 2
+    assert got.err.count("\n") == 1 and "No space left on device" in got.err
+    assert "the table is printed above" in got.err
+    table = got.out.splitlines()
+    assert table[0].split()[:3] == ["prefetch", "evict", "oversub"] and len(table) == 3
+    want = uvmsim.simulate(uvmsim.load_trace(trace), oversub=2.0, prefetch="none").summary
+    assert f"{want['faults']}" in table[2]
+    # --json: the records on stdout, the error on stderr
+    rc = C.main(["sweep", str(trace), "--oversub", "2", "--prefetch", "none", "-o", str(out),
+                 "--json", "--executor", "serial"])
+    got = capsys.readouterr()
+    assert rc == 2 and json.loads(got.out)[0]["faults"] == want["faults"]
+
+
+def test_sweep_without_factor_1_keeps_the_meaning_of_slowdown(trace, tmp_path):
+    p = cli("sweep", trace, "--oversub", "1.5,2", "--prefetch", "none", "--json",
+            "--dataset", tmp_path / "ds", check=True)
+    df = pd.DataFrame(json.loads(p.stdout))
+    assert list(df["oversub"]) == [1.5, 2.0]        # the baseline is no row
+    t = uvmsim.load_trace(trace)
+    base = uvmsim.simulate(t, oversub=1.0, prefetch="none").summary["sim_time_ns"]
+    for _, row in df.iterrows():
+        s = uvmsim.simulate(t, oversub=row["oversub"], prefetch="none").summary
+        assert row["slowdown"] == pytest.approx(s["sim_time_ns"] / base)
+    assert len(list((tmp_path / "ds").glob("cell-*.parquet"))) == 3   # baseline cell kept
+
+
+def test_synth_existing_output_names_the_flag(trace):
+    p = cli("synth", "zipf", "-o", trace)
+    assert "--overwrite" in p.stderr and "overwrite=True" not in p.stderr
+
+
+def _unwritable_folder(tmp_path) -> Path:
+    """A folder where no file can be created: a read-only folder, or for root (who may
+    write anywhere on a normal file system) /sys, which the kernel keeps read-only."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    if not os.access(d, os.W_OK):
+        return d
+    if Path("/sys").is_dir() and not os.access("/sys", os.W_OK):
+        return Path("/sys")
+    try:   # root sees W_OK everywhere: try a file
+        (Path("/sys") / ".uvmsim-probe").touch()
+    except OSError:
+        return Path("/sys")
+    pytest.skip("no folder here refuses a new file")
+
+
+def test_sweep_to_an_unwritable_path_fails_before_any_cell(trace, tmp_path, monkeypatch,
+                                                            capsys):
+    import uvmsim.cli as C
+    import uvmsim.sweep as S
+    monkeypatch.setattr(S, "_run_cell", lambda task: pytest.fail("a cell ran"))
+    ro = _unwritable_folder(tmp_path)
+    for flag in ("-o", "--plot"):
+        out = ro / ("s.csv" if flag == "-o" else "s.png")
+        rc = C.main(["sweep", str(trace), "--oversub", "1,2", "--prefetch", "none", flag,
+                     str(out), "--no-progress", "--executor", "serial"])
+        got = capsys.readouterr()
+        assert rc == 2 and got.out == ""
+        assert got.err.count("\n") == 1, got.err
+        assert f"{flag} {out}: cannot write there" in got.err

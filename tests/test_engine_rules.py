@@ -1,4 +1,4 @@
-"""Every rule of driver-model.md on tiny traces whose counts are computed by hand."""
+"""Every rule of docs/semantics.md on tiny traces whose counts are computed by hand."""
 from __future__ import annotations
 
 import math

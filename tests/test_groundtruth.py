@@ -24,6 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 MiB, GiB = 1 << 20, 1 << 30
 
 
+@pytest.fixture(autouse=True)
+def _fake_gpu(monkeypatch):
+    """A fake program stands in for the CUDA program here: skip the check for a real GPU
+    (tests/test_gpucheck.py tests it)."""
+    monkeypatch.setenv("UVMSIM_SKIP_GPU_CHECK", "1")
+
+
 # --------------------------------------------------------------------------- balloon arithmetic
 @pytest.fixture(scope="module")
 def balloon_plan(tmp_path_factory):

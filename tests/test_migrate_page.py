@@ -18,7 +18,7 @@ from uvmsim.errors import ConfigError
 from uvmsim.trace.builder import TraceBuilder
 
 from helpers import MiB, PAGE, examples
-from strategies_uvm import programs
+from uvmsim.testing.strategies import programs
 
 HW = Hardware("t", batch_ns=1000.0, fault_ns=10.0, transfer_latency_ns=100.0,
               bw_peak_gbps=16.0, bw_b=0.07292)

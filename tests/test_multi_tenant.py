@@ -16,7 +16,7 @@ from uvmsim.engine.link import transfer_ns
 from uvmsim.multi import simulate_multi, system_metrics
 from uvmsim.trace.builder import TraceBuilder
 
-from strategies_uvm import programs
+from uvmsim.testing.strategies import programs
 from test_reference_diff import assert_same
 
 PAGE = 4096

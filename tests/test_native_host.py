@@ -20,6 +20,13 @@ from uvmsim.record import (REC_DTYPE, LaunchMismatchError, RecordError, build_ta
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _fake_gpu(monkeypatch):
+    """A fake program stands in for the CUDA program here: skip the check for a real GPU
+    (tests/test_gpucheck.py tests it)."""
+    monkeypatch.setenv("UVMSIM_SKIP_GPU_CHECK", "1")
+
+
 # --------------------------------------------------------------------------- CMake build
 def _sanitizer_root() -> str | None:
     """The Compute Sanitizer API: $UVMTRACE_SANITIZER_ROOT, the toolkit's, or the pip wheel."""

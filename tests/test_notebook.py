@@ -50,5 +50,6 @@ def test_study_notebook_runs_on_the_small_traces(monkeypatch, tmp_path):
     assert not [o for o in outs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outs if o.get("output_type") == "stream")
     assert "full run: False" in text and "6 cells:" in text
+    assert "Warning" not in text        # e.g. tqdm's "IProgress not found" in a kernel
     images = [o for o in outs if "image/png" in o.get("data", {})]
     assert len(images) >= 6     # the six figures

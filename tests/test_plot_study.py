@@ -13,6 +13,14 @@ from uvmsim import plot as P  # noqa: E402
 from uvmsim.sweep import sweep  # noqa: E402
 from uvmsim.trace.builder import TraceBuilder  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
 REAL = pd.DataFrame({
     "model": ["net"] * 6, "pca": ["on", "on", "on", "off", "off", "off"],
     "factor": [1, 1.5, 2, 1, 1.5, 2], "iter_s": [0.1, 0.4, 2.0, 0.5, 0.6, 0.9],
@@ -117,3 +125,80 @@ def test_several_rows_per_point_need_a_choice(sim):
     with pytest.raises(ValueError, match="choose model"):
         P.slowdown_table(None, both, model=None, prefetch=None)
     assert len(P.slowdown_table(None, both, model="other", prefetch=None)) == 6
+
+
+# ---------------------------------------------------------------- layout of the figures
+WORKLOADS = ["alexnet", "bert", "gpt2", "resnet101", "resnet50", "whisper", "vgg"]
+
+
+@pytest.fixture(scope="module")
+def seven():
+    """Stored-results shaped tables for seven workloads (real with counters at 1 and 1.5)."""
+    real, sim = [], []
+    for i, w in enumerate(WORKLOADS):
+        for pca in ("on", "off"):
+            for f in (1.0, 1.5, 2.0):
+                k = (i + 1) * (2 if pca == "off" else 1)
+                real.append({"model": w, "pca": pca, "factor": f, "iter_s": k * f,
+                             "censored": f == 2.0 and pca == "on",
+                             "faults": 100 * k * f if f < 2 else "",
+                             "htod_bytes": 4096 * 10 * k * f if f < 2 else "",
+                             "dtoh_bytes": 4096 * k * (f - 1) if f < 2 else "",
+                             "footprint_bytes": 1 << 30})
+                sim.append({"trace": f"{w}_{pca}", "model": "h200", "prefetch": "density",
+                            "oversub": f, "faults": 200 * k * f, "faults_read": 50 * k * f,
+                            "faults_write": 150 * k * f, "htod_bytes": 4096 * 12 * k * f,
+                            "dtoh_bytes_evict": 4096 * 3 * k * (f - 1),
+                            "peak_blocks": 512, "sim_time_ns": 1e6 * k * f * f})
+    return pd.DataFrame(real), pd.DataFrame(sim)
+
+
+FIGURES = {"slowdown": lambda r, s: P.plot_slowdown(r, s),
+           "pca_ratio": lambda r, s: P.plot_pca_ratio(r, s),
+           "faults": lambda r, s: P.plot_faults(r, s),
+           "read_share": lambda r, s: P.plot_fault_kinds(s),
+           "migrations": lambda r, s: P.plot_migrations(r, s)}
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_one_legend_outside_every_panel(seven, name):
+    fig = FIGURES[name](*seven)
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == len(set(labels)) > 0          # each label once
+    fig.canvas.draw()
+    lb = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        if ax.get_visible():
+            assert not lb.overlaps(ax.get_window_extent()), (name, ax.get_title())
+
+
+def test_migrations_wrap_instead_of_one_row(seven):
+    fig = P.plot_migrations(*seven)
+    fig.canvas.draw()                                      # constrained layout places panels
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 14                               # two panels per workload
+    cols = {round(ax.get_position().x0, 3) for ax in shown}
+    assert len(cols) == P.STUDY_COLS
+    w, h = fig.get_size_inches() * 110                     # pixels as figures.py saves
+    assert w <= 1400 and h > w / 2
+    titles = [ax.get_title() for ax in shown if ax.get_title()]
+    assert sorted(titles) == sorted(WORKLOADS)
+    # each workload's two panels are one above the other: pages, then volume / footprint
+    for ax in shown:
+        if ax.get_title():
+            below = [b for b in shown if b.get_ylabel() == "volume / footprint"
+                     and abs(b.get_position().x0 - ax.get_position().x0) < 1e-3
+                     and b.get_position().y1 < ax.get_position().y0]
+            assert below
+
+
+def test_log_panels_leave_out_zero_counts(seven):
+    real, sim = seven
+    real = real.copy()
+    real.loc[(real["model"] == "alexnet") & (real["pca"] == "on") & (real["factor"] == 1.0),
+             ["htod_bytes", "dtoh_bytes"]] = 0
+    fig = P.plot_migrations(real, sim)
+    pages = lines(fig.axes[0])["real PCA on"]
+    assert pages[0] == [1.5] and all(y > 0 for y in pages[1])

@@ -52,3 +52,17 @@ def test_belady_strictly_better_somewhere():
     o = uvmsim.simulate(t, oversub=2.0, evict="belady2m").summary["evicted_chunks"]
     l = uvmsim.simulate(t, oversub=2.0).summary["evicted_chunks"]
     assert o < l
+
+
+def test_belady2m_every_chunk_needed_regression():
+    """Found by the stateful machine (uvmsim.testing.machine): with cap=1, block B holds the
+    only chunk and faults on B wait in the batch behind A's; belady2m used to name no chunk
+    at all."""
+    b = TraceBuilder()
+    b.alloc(1100 * 4096, base=0x7F0000000000 + 100 * 4096)
+    b.alloc(600 * 4096, base=0x7F0000800000)
+    b.kernel(reads=b.pages(1, 1, 2))
+    b.kernel(reads=list(b.pages(0, 0, 1)) + list(b.pages(1, 0, 1)))
+    r = uvmsim.simulate(b.build(), capacity_chunks=1, evict="belady2m", prefetch="none")
+    # A's fault takes B's chunk (every chunk is needed now), then B's takes A's
+    assert r.summary["evicted_chunks"] == 2

@@ -132,3 +132,66 @@ def test_notebook_style_policy_defined_in_main():
     assert out.returncode == 0, out.stderr
     mru, lru = map(int, out.stdout.split())
     assert mru < lru  # MRU beats LRU on a cyclic scan: the policy really ran
+
+
+# -- a hook without @njit is named when the policy is registered or looked up
+
+def plain_victim(st, S, T, tick):   # no @njit: the engine cannot compile it
+    S.victim[0] = 0
+
+
+NOT_COMPILED = EvictPolicy("test_plain", victim=plain_victim, on_fill=fewest_fill,
+                           on_release=fewest_release, on_hit=no_hit, init=fewest_init)
+
+
+def test_an_uncompiled_hook_is_named_at_registration():
+    with pytest.raises(ConfigError) as e:
+        register_evict(NOT_COMPILED)
+    msg = str(e.value)
+    assert msg == ("eviction policy 'test_plain': hook victim is the function 'plain_victim', "
+                   "not compiled with Numba; decorate it with @numba.njit (docs/policies.md)")
+    assert "test_plain" not in uvmsim.policies.EVICT
+    # passed as an object or a module path, without registering: the same one line
+    for spec in (NOT_COMPILED, f"{__name__}:NOT_COMPILED"):
+        with pytest.raises(ConfigError, match="hook victim is the function 'plain_victim'"):
+            uvmsim.simulate(_trace(), oversub=2.0, evict=spec)
+
+
+def test_uncompiled_hooks_of_prefetch_policies_and_components_are_named():
+    from uvmsim.components.walkers import WALKERS
+    from uvmsim.components.walkers.base import WalkerScheduler, register_walkers
+    from uvmsim.policies import PrefetchPolicy, register_prefetch
+
+    def ahead(st, S, T, blk, lo, hi):
+        return
+    with pytest.raises(ConfigError, match="prefetch policy 'test_ahead': hook prefetch is the "
+                                          "function 'ahead'"):
+        register_prefetch(PrefetchPolicy("test_ahead", prefetch=ahead))
+    shared = WALKERS["shared"]
+    with pytest.raises(ConfigError, match="walker component 'test_w': hook pick is the "
+                                          "function 'pick'"):
+        def pick(st, S, ten, t):
+            return 0
+        register_walkers(WalkerScheduler("test_w", pick=pick, init=shared.init,
+                                         pools=shared.pools, choose=shared.choose))
+
+
+def test_policies_doc_says_how_to_register_a_name_again():
+    """The error names replace=True; docs/policies.md says it too, beside the error."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    text = " ".join(text.split())
+    i = text.index('raises "already registered"')
+    assert "register_evict(policy, replace=True)" in text[i:i + 200]
+
+
+def test_replace_true_re_registers_a_name():
+    again = EvictPolicy("test_fewest", victim=fewest_victim, on_fill=fewest_fill,
+                        on_release=fewest_release, on_hit=no_hit, init=fewest_init)
+    with pytest.raises(ConfigError, match="already registered \\(replace=True replaces it\\)"):
+        register_evict(again)
+    try:
+        assert register_evict(again, replace=True) is again
+        assert get_evict("test_fewest") is again
+    finally:
+        register_evict(FEWEST, replace=True)

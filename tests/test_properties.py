@@ -8,7 +8,11 @@ import uvmsim
 from uvmsim.engine.arrays import engine_arrays
 from uvmsim.engine.state import RES
 
-from strategies import build, n_ops, programs, programs_v11
+from uvmsim.testing import Free
+from uvmsim.testing.strategies import programs as _programs
+
+programs = _programs(max_ops=12)
+programs_v11 = _programs(max_ops=12, v11=True)
 
 PAGE = 4096
 POLICIES = ["none", "64k", "2m", "density"]
@@ -45,9 +49,9 @@ def _sim(trace, **kw):
 @given(programs, st.sampled_from(POLICIES), st.sampled_from([1.0, 1.5, 3.0, 10.0]),
        st.sampled_from([1, 3, 256]))
 def test_capacity_residency_and_byte_conservation(program, pf, f, bs):
-    has_free = any(o[0] == "free" for o in program[1])
-    for upto in range(1, n_ops(program) + 1):   # every prefix: "never exceeds", not "at the end"
-        trace = build(program, upto).build()
+    has_free = any(isinstance(o, Free) for o in program.ops)
+    for upto in range(1, program.n_ops + 1):   # every prefix: "never exceeds", not "at the end"
+        trace = program.prefix(upto).build()
         r = _sim(trace, oversub=f, prefetch=pf, fault_batch_size=bs)
         resident = _check_state(r)
         s = r.summary
@@ -66,14 +70,14 @@ def test_capacity_residency_and_byte_conservation(program, pf, f, bs):
 
 @given(programs, st.sampled_from(POLICIES))
 def test_factor_one_never_evicts(program, pf):
-    r = uvmsim.simulate(build(program).build(), oversub=1.0, prefetch=pf)
+    r = uvmsim.simulate(program.build(), oversub=1.0, prefetch=pf)
     assert r.summary["evicted_chunks"] == 0
     assert r.summary["dtoh_bytes_evict"] == 0
 
 
 @given(programs, st.sampled_from(POLICIES), st.sampled_from([1.5, 4.0]))
 def test_identical_run_to_run(program, pf, f):
-    t = build(program).build()
+    t = program.build()
     a = uvmsim.simulate(t, oversub=f, prefetch=pf)
     b = uvmsim.simulate(t, oversub=f, prefetch=pf)
     assert a.summary == b.summary
@@ -85,7 +89,7 @@ def test_a_page_is_zero_filled_at_most_once_but_by_memset(program):
     # pages of an allocation start unpopulated once; after that they move, not zero-fill,
     # except that a memset zero-fills every page it covers that is not resident, populated
     # or not (docs/semantics.md): a page moved back to the host and memset again counts twice
-    t = build(program).build()
+    t = program.build()
     r = uvmsim.simulate(t, oversub=1.0, prefetch="2m")
     n_pages = int(t.arrays.a_npages[~t.arrays.a_host].sum())
     ev = t.events
@@ -97,8 +101,8 @@ def test_a_page_is_zero_filled_at_most_once_but_by_memset(program):
 @given(programs_v11, st.sampled_from(POLICIES), st.sampled_from([1.0, 2.0]),
        st.sampled_from([1, 256]))
 def test_v11_program_with_options_off_replays_as_its_v1_content(program, pf, f, bs):
-    a = uvmsim.simulate(build(program).build(), oversub=f, prefetch=pf, fault_batch_size=bs)
-    b = uvmsim.simulate(build(program, v11=False).build(), oversub=f, prefetch=pf,
+    a = uvmsim.simulate(program.build(), oversub=f, prefetch=pf, fault_batch_size=bs)
+    b = uvmsim.simulate(program.v1().build(), oversub=f, prefetch=pf,
                         fault_batch_size=bs)
     assert a.summary == b.summary and a.extra == b.extra
     assert a.kernels.equals(b.kernels)
@@ -107,7 +111,7 @@ def test_v11_program_with_options_off_replays_as_its_v1_content(program, pf, f, 
 @given(programs_v11, st.sampled_from(POLICIES), st.sampled_from([1.5, 3.0]),
        st.sampled_from([1, 3, 256]))
 def test_h200_model_keeps_residency_and_conserves_pages(program, pf, f, bs):
-    trace = build(program).build()
+    trace = program.build()
     r = _sim(trace, model="h200", oversub=f, prefetch=pf, fault_batch_size=bs)
     resident = _check_state(r)
     s, x = r.summary, r.extra
@@ -116,7 +120,7 @@ def test_h200_model_keeps_residency_and_conserves_pages(program, pf, f, bs):
                  x["dtoh_bytes_host"]) // PAGE
     dropped_by_free = moved_in - moved_out - resident
     assert dropped_by_free >= 0
-    if not any(o[0] == "free" for o in program[1]):
+    if not any(isinstance(o, Free) for o in program.ops):
         assert dropped_by_free == 0
     # a page populated by the host is never zero-filled on the GPU afterwards; a page is
     # zero-filled once, but a memset zero-fills again every page it covers that is not
@@ -124,5 +128,5 @@ def test_h200_model_keeps_residency_and_conserves_pages(program, pf, f, bs):
     n_pages = int(trace.arrays.a_npages[~trace.arrays.a_host].sum())
     ms = trace.events[trace.events["op"] == "memset"]
     memset_pages = int(sum(int(sz) // 4096 + 2 for sz in ms["size"]))
-    if not any(o[0] == "free" for o in program[1]):
+    if not any(isinstance(o, Free) for o in program.ops):
         assert s["zero_fill_pages"] + x["host_populated_pages"] <= n_pages + memset_pages

@@ -18,7 +18,7 @@ import uvmsim.reference as ref
 from uvmsim.multi import simulate_multi
 from uvmsim.policies import EVICT, PREFETCH
 
-from strategies_uvm import programs, translations
+from uvmsim.testing.strategies import programs, translations
 from helpers import examples
 
 PAIRS = sorted({(p, "lru2m") for p in PREFETCH} | {("density", e) for e in EVICT})

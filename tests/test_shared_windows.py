@@ -15,7 +15,7 @@ from uvmsim.trace.builder import TraceBuilder
 from uvmsim.trace.windows import share_windows
 
 from helpers import MiB, PAGE, examples
-from strategies_uvm import programs
+from uvmsim.testing.strategies import programs
 
 BASE = 0x7F0000000000   # 2 MiB-aligned
 

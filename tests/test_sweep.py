@@ -223,3 +223,42 @@ def test_cli_sweep_of_several_traces_and_models_resumes(tmp_path):
     bad = subprocess.run(args[:5] + ["--scheduler", "tcp://x:1"], capture_output=True,
                          text=True, env=env)
     assert bad.returncode == 2 and "--executor dask" in bad.stderr
+
+
+# ---------------------------------------------------------------- slowdown, bad input
+
+def test_slowdown_is_over_factor_1_even_when_the_sweep_lacks_it(trace, tmp_path):
+    df = sweep(trace, executor="serial", progress=False, oversub=[2.0, 1.5],
+               prefetch=["density", "none"], out=tmp_path / "d")
+    assert list(zip(df["prefetch"], df["oversub"])) == [("density", 2.0), ("density", 1.5),
+                                                        ("none", 2.0), ("none", 1.5)]
+    for _, row in df.iterrows():
+        base = uvmsim.simulate(trace, oversub=1.0, prefetch=row["prefetch"]).summary
+        assert row["slowdown"] == pytest.approx(row["sim_time_ns"] / base["sim_time_ns"])
+        assert row["slowdown"] != pytest.approx(row["sim_time_ns"] / row["compute_ns"])
+    assert df.attrs == {"computed": 6, "reused": 0}     # the two baseline cells included
+    # the baseline cells are cells of the dataset: a later sweep with factor 1 reuses them
+    again = sweep(trace, executor="serial", progress=False, oversub=[1.0, 2.0],
+                  prefetch=["density", "none"], out=tmp_path / "d")
+    assert again.attrs == {"computed": 0, "reused": 4}
+    assert (again.loc[again["oversub"] == 1.0, "slowdown"] == 1.0).all()
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 0, -1.0, "x"])
+def test_bad_factors_are_refused_before_any_cell_runs(trace, monkeypatch, bad):
+    import uvmsim.sweep as S
+    monkeypatch.setattr(S, "_run_cell", lambda task: pytest.fail("a cell ran"))
+    with pytest.raises(uvmsim.ConfigError, match="must be a finite number > 0"):
+        sweep(trace, executor="serial", progress=False, oversub=[1.0, bad])
+    with pytest.raises(uvmsim.ConfigError, match="finite number > 0"):
+        uvmsim.simulate(trace, oversub=bad if bad != "x" else float("inf"))
+
+
+def test_a_segment_no_kernel_has_is_refused(trace, tmp_path, monkeypatch):
+    import uvmsim.sweep as S
+    monkeypatch.setattr(S, "_run_cell", lambda task: pytest.fail("a cell ran"))
+    path = synth.write("zipf", tmp_path / "z.uvmtrace", footprint_bytes=8 << 20, kernels=2)
+    for t, label in ((trace, "trace:"), (path, "z"), ({"mine": path}, "mine")):
+        with pytest.raises(uvmsim.ConfigError, match=f"segment 'spin_kernel': no kernel of "
+                                                     f"trace '{label}"):
+            sweep(t, executor="serial", progress=False, oversub=[1.0], segment="spin_kernel")

@@ -1,4 +1,4 @@
-"""The `uvmsim` command line: replay, sweep, multi, info, synth, record, run, policies,
+"""The `uvmsim` command line: replay, sweep, multi, plan, info, synth, record, run, policies,
 hardware, models.
 
 User errors (bad arguments, malformed traces, missing or unreadable paths, not enough
@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +24,16 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20,
           "tb": 10**12, "tib": 1 << 40}
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, like every other error of the command
+    (src/uvmsim/errors.py): ``uvmsim COMMAND: error: MESSAGE`` and a pointer to --help, exit
+    status 2, instead of the usage block first. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see "
+                     f"`{self.prog} --help`)\n")
+
+
 def parse_bytes(text: str) -> int:
     """'8GiB', '512M', '1e9' -> bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
@@ -29,14 +42,9 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
+def _factors(text: str) -> list[float]:
+    """Comma-separated oversubscription factors, each a finite number > 0."""
+    return [_positive_float(x) for x in _names(text)]
 
 
 def _names(text: str) -> list[str]:
@@ -61,9 +69,44 @@ def _positive_float(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}")
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not 0 < v < math.inf:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be > 0 and finite, got {text}")
     return v
+
+
+def _path(text: str) -> str:
+    """A file or folder argument: an empty one would be ignored (`-o ""`), so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    return text
+
+
+def _check_writable(path: str, what: str, suffixes: Sequence[str] = (), *,
+                    folder: bool = False) -> None:
+    """Fail now, before any replay, if `path` cannot be written: a wrong suffix, a folder in
+    a file's place, a parent that cannot be made, or a parent where no file can be created
+    (with `folder`, `path` is a folder to write files into)."""
+    p = Path(path)
+    if suffixes and p.suffix not in suffixes:
+        names = (" or ".join(suffixes) if len(suffixes) < 3
+                 else "one of " + ", ".join(suffixes))
+        raise UserError(f"{what} {path}: must end in {names}")
+    if p.is_dir() and not folder:
+        raise UserError(f"{what} {path}: is a directory")
+    where = p if folder else p.parent
+    up = where
+    while not up.exists() and up != up.parent:
+        up = up.parent
+    if not up.is_dir():
+        raise UserError(f"{what} {path}: {up} is a file, not a folder")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".uvmsim-probe-"):
+            pass
+        if p.exists() and not os.access(p, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise UserError(f"{what} {path}: cannot write there ({e.strerror or e})") from None
 
 
 def _kv(items: Sequence[str] | None) -> dict[str, float]:
@@ -98,8 +141,8 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
                    help="eviction policy parameter (repeatable)")
     p.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
                    help=f"model preset: its options, batch size and hardware (default: "
-                        f"{DEFAULT_MODEL}, the spec's counts; see `uvmsim models`); the "
-                        "options below override it")
+                        f"{DEFAULT_MODEL}, the counts of docs/semantics.md; see `uvmsim "
+                        "models`); the options below override it")
     p.add_argument("--hardware",
                    help="hardware preset for the time layer (default: the model's; see "
                         "`uvmsim hardware`)")
@@ -163,8 +206,8 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    ap = argparse.ArgumentParser(prog="uvmsim", description="Replay GPU memory traces under "
-                                 "CUDA Unified Memory oversubscription.")
+    ap = Parser(prog="uvmsim", description="Replay GPU memory traces under CUDA Unified "
+                                           "Memory oversubscription.")
     ap.add_argument("--version", action="version", version=f"uvmsim {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -179,29 +222,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p, lists=False)
     p.add_argument("--json", action="store_true",
                    help="print the summary as one JSON object on stdout, nothing else")
-    p.add_argument("--kernels-out", metavar="FILE",
+    p.add_argument("--kernels-out", metavar="FILE", type=_path,
                    help="also write the per-kernel table (.parquet or .csv)")
     p.add_argument("--stream", action="store_true",
                    help="keep the access rows on disk: read them again kernel by kernel "
                         "while replaying (same counts; for traces larger than memory; "
                         "docs/performance.md)")
+    p.add_argument("--plan", metavar="FILE", type=_path,
+                   help="a prefetch plan (uvmsim plan ... -o FILE): its entries run as "
+                        "prefetch events before their kernels (docs/semantics.md)")
 
     p = sub.add_parser("sweep", help="replay traces over models, policies and factors; "
                                      "table, resumable Parquet dataset, plot")
     p.add_argument("trace", nargs="+", help="one or more .uvmtrace directories")
-    p.add_argument("--oversub", type=_floats, default=[1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
+    p.add_argument("--oversub", type=_factors, default=[1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
                    help="comma-separated factors (default: 1,1.25,1.5,2,2.5,3)")
     _add_model_args(p, lists=True)
     p.add_argument("--models", type=_names, metavar="A,B",
                    help="comma-separated model presets, a sweep dimension (overrides --model)")
-    p.add_argument("--dataset", metavar="DIR",
+    p.add_argument("--dataset", metavar="DIR", type=_path,
                    help="write each finished cell to DIR/cell-<id>.parquet as it finishes; "
                         "cells already there are read back, not replayed (resume)")
     p.add_argument("--segment", metavar="NAME",
                    help="kernel-name substring marking iterations (e.g. spin_kernel): adds "
                         "iter_* columns for the kernels after its last occurrence")
-    p.add_argument("-o", "--out", metavar="FILE", help="write the table (.parquet or .csv)")
-    p.add_argument("--plot", metavar="PNG", help="write a plot of the sweep")
+    p.add_argument("-o", "--out", metavar="FILE", type=_path,
+                   help="write the table (.parquet or .csv)")
+    p.add_argument("--plot", metavar="PNG", type=_path, help="write a plot of the sweep")
+    p.add_argument("--plan", metavar="FILE", type=_path,
+                   help="a prefetch plan every cell replays with (docs/semantics.md)")
     p.add_argument("--jobs", type=_positive_int, help="worker processes (default: CPUs)")
     p.add_argument("--executor", "--backend", dest="executor",
                    choices=["process", "dask", "serial"], default="process",
@@ -233,7 +282,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "package.module:object (default: shared)")
     p.add_argument("--json", action="store_true",
                    help="print {'tenants': [rows], 'system': {...}} as JSON, nothing else")
-    p.add_argument("-o", "--out", metavar="FILE", help="write the tenant table (.parquet or .csv)")
+    p.add_argument("-o", "--out", metavar="FILE", type=_path,
+                   help="write the tenant table (.parquet or .csv)")
+
+    p = sub.add_parser("plan", help="build a prefetch plan: call a predictor before each "
+                                    "kernel, write the plan file (docs/policies.md, Plans)")
+    p.add_argument("trace", help="a .uvmtrace directory")
+    p.add_argument("--predictor", required=True,
+                   help="oracle, correlation, stride, or package.module:object")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="predictor parameter, e.g. lookahead=2 (repeatable)")
+    p.add_argument("--allow-future", action="store_true",
+                   help="let a predictor that sees the future (the oracle) build its plan")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--oversub", type=_positive_float, metavar="F",
+                     help="factor of the replay that gives the predictor feedback")
+    cap.add_argument("--capacity", type=parse_bytes, metavar="BYTES")
+    _add_model_args(p, lists=False)
+    p.add_argument("-o", "--out", required=True, metavar="FILE.parquet", type=_path,
+                   help="the plan file to write")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the plan's summary and the build replay's summary as JSON")
 
     p = sub.add_parser("info", help="describe a trace")
     p.add_argument("trace")
@@ -243,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .trace.synth import GENERATORS
     p = sub.add_parser("synth", help="write a synthetic trace")
     p.add_argument("kind", choices=sorted(GENERATORS))
-    p.add_argument("-o", "--out", required=True, metavar="OUT.uvmtrace")
+    p.add_argument("-o", "--out", required=True, metavar="OUT.uvmtrace", type=_path)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--footprint", type=parse_bytes, metavar="BYTES",
                    help="buffer size (sequential, strided, random, zipf)")
@@ -286,6 +356,9 @@ def _fmt_table(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(out)
 
 
+TABLE_SUFFIXES = (".parquet", ".csv")
+
+
 def _write_table(df, path: str) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -297,20 +370,28 @@ def _write_table(df, path: str) -> None:
         raise UserError(f"{path}: table output must end in .parquet or .csv")
 
 
+def _plot_suffixes() -> tuple[str, ...]:
+    from matplotlib.backend_bases import FigureCanvasBase
+    return tuple(f".{k}" for k in FigureCanvasBase.get_supported_filetypes())
+
+
 def cmd_replay(a: argparse.Namespace) -> int:
     from .simulate import simulate
     from .trace import load_trace
+    if a.kernels_out:
+        _check_writable(a.kernels_out, "--kernels-out", TABLE_SUFFIXES)
     tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range, stream=a.stream)
     r = simulate(tr, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                  evict=a.evict, prefetch_params=_kv(a.prefetch_param),
-                 evict_params=_kv(a.evict_param), **_mechanisms(a))
+                 evict_params=_kv(a.evict_param), plan=_plan(a.plan), **_mechanisms(a))
     if a.kernels_out:
         _write_table(r.kernels, a.kernels_out)
     if a.json:
         print(json.dumps(r.summary))
         return 0
     print(f"{a.trace}: model={r.config['model']} prefetch={r.config['prefetch']} "
-          f"evict={r.config['evict']} hardware={r.config['hardware']}")
+          f"evict={r.config['evict']} hardware={r.config['hardware']}" +
+          (f" plan={a.plan}" if a.plan else ""))
     extra = [(k, v) for k, v in r.extra.items() if v]
     print(_fmt_table(list(r.summary.items()) + extra))
     if tr.dropped_rows:
@@ -319,8 +400,6 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    import pandas as pd
-
     from .sweep import sweep
     from .trace import load_trace
     if a.prefetch_param or a.evict_param:
@@ -328,6 +407,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                         "to sweep parameters")
     if a.scheduler and a.executor != "dask":
         raise UserError("--scheduler needs --executor dask")
+    # everything that can fail before the replays: the outputs, then the traces
+    if a.out:
+        _check_writable(a.out, "-o", TABLE_SUFFIXES)
+    if a.plot:
+        _check_writable(a.plot, "--plot", _plot_suffixes())
+    if a.dataset:
+        _check_writable(a.dataset, "--dataset", folder=True)
     for t in a.trace:
         load_trace(t, drop_out_of_range=a.drop_out_of_range)  # fail fast, one clear message
     kw = _mechanisms(a)
@@ -340,19 +426,41 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     traces = {Path(t).name.removesuffix(".uvmtrace"): t for t in a.trace}
     if len(traces) != len(a.trace):
         traces = list(a.trace)
+    if a.plan:
+        kw["plan"] = _plan(a.plan)
     df = sweep(traces, oversub=a.oversub, prefetch=a.prefetch, evict=a.evict, jobs=a.jobs,
                executor=a.executor, scheduler=a.scheduler, out=a.dataset, segment=a.segment,
                progress=not (a.no_progress or a.json),
                drop_out_of_range=a.drop_out_of_range, **kw)
-    if a.out:
-        _write_table(df, a.out)
-    if a.plot:
-        from .plot import plot_sweep
-        Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_sweep(df, title=", ".join(Path(t).name for t in a.trace), path=a.plot)
+    # the table is printed before anything is written: a write that fails after the checks
+    # above (a full disk) must not lose the results
     if a.json:
-        print(df.to_json(orient="records"))
-        return 0
+        print(df.to_json(orient="records"), flush=True)
+    else:
+        _print_sweep(df)
+        if a.dataset:
+            print(f"dataset: {a.dataset} ({df.attrs['computed']} cells computed, "
+                  f"{df.attrs['reused']} reused)")
+    done = []
+    try:
+        if a.out:
+            _write_table(df, a.out)
+            done.append(f"table: {a.out}")
+        if a.plot:
+            from .plot import plot_sweep
+            plot_sweep(df, title=", ".join(Path(t).name for t in a.trace), path=a.plot)
+            done.append(f"plot: {a.plot}")
+    except (OSError, UserError) as e:
+        where = "above" if not a.json else "on stdout"
+        raise UserError(f"{e} (the table is printed {where})") from None
+    finally:
+        if not a.json and done:
+            print("\n".join(done))
+    return 0
+
+
+def _print_sweep(df) -> None:
+    import pandas as pd
     cols = ["trace", "model", "prefetch", "evict", "oversub", "capacity_chunks", "faults",
             "fault_batches", "htod_bytes", "evicted_chunks", "dtoh_bytes_evict",
             "sim_time_ns", "slowdown"]
@@ -366,15 +474,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     show["sim_ms"] = show.pop("sim_time_ns") / 1e6
     with pd.option_context("display.max_rows", 500, "display.width", 160,
                            "display.float_format", "{:,.2f}".format):
-        print(show.to_string(index=False))
-    if a.dataset:
-        print(f"dataset: {a.dataset} ({df.attrs['computed']} cells computed, "
-              f"{df.attrs['reused']} reused)")
-    if a.out:
-        print(f"table: {a.out}")
-    if a.plot:
-        print(f"plot: {a.plot}")
-    return 0
+        print(show.to_string(index=False), flush=True)
 
 
 def cmd_multi(a: argparse.Namespace) -> int:
@@ -382,6 +482,8 @@ def cmd_multi(a: argparse.Namespace) -> int:
 
     from .multi import simulate_multi
     from .trace import load_trace
+    if a.out:
+        _check_writable(a.out, "-o", TABLE_SUFFIXES)
     ts = [load_trace(t, drop_out_of_range=a.drop_out_of_range) for t in a.traces]
     mr = simulate_multi(ts, oversub=a.oversub, capacity_bytes=a.capacity, prefetch=a.prefetch,
                         evict=a.evict, prefetch_params=_kv(a.prefetch_param),
@@ -406,6 +508,36 @@ def cmd_multi(a: argparse.Namespace) -> int:
     print("system: " + "  ".join(f"{k.upper()}={v:.4f}" for k, v in mr.system.items()))
     if a.out:
         print(f"table: {a.out}")
+    return 0
+
+
+def _plan(path: str | None):
+    if path is None:
+        return None
+    from .plans import load
+    return load(path)
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from .plans import build, predictors
+    from .trace import load_trace
+    params: dict[str, Any] = {k: int(v) if float(v).is_integer() else v
+                              for k, v in _kv(a.param).items()}
+    pred = predictors.get(a.predictor, params)
+    tr = load_trace(a.trace, drop_out_of_range=a.drop_out_of_range)
+    plan = build(tr, pred, allow_future=a.allow_future, oversub=a.oversub,
+                 capacity_bytes=a.capacity, prefetch=a.prefetch, evict=a.evict,
+                 prefetch_params=_kv(a.prefetch_param), evict_params=_kv(a.evict_param),
+                 **_mechanisms(a))
+    path = plan.save(a.out, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps({"plan": plan.summary(), "build_s": plan.build_s,
+                          "replay": plan.result.summary if plan.result else None}))
+        return 0
+    print(f"{path}: {plan!r}")
+    print(f"built in {plan.build_s:.2f} s")
+    if plan.result is not None:
+        print(_fmt_table(list(plan.result.summary.items())))
     return 0
 
 
@@ -445,6 +577,8 @@ def cmd_synth(a: argparse.Namespace) -> int:
     if bad:
         raise UserError(f"'{a.kind}' takes no parameter {bad[0]!r}; it takes "
                         f"{', '.join(allowed)}")
+    if Path(a.out).exists() and not a.overwrite:
+        raise UserError(f"{a.out} exists (use --overwrite to replace it)")
     path = synth.write(a.kind, a.out, overwrite=a.overwrite, **kw)
     print(path)
     return 0
@@ -517,7 +651,8 @@ def cmd_record(a: argparse.Namespace) -> int:
     return int(a._record.run_from_args(a))
 
 
-COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "info": cmd_info, "synth": cmd_synth,
+COMMANDS = {"replay": cmd_replay, "sweep": cmd_sweep, "multi": cmd_multi, "plan": cmd_plan,
+            "info": cmd_info, "synth": cmd_synth,
             "policies": cmd_policies, "hardware": cmd_hardware, "models": cmd_models,
             "record": cmd_record, "run": cmd_run}
 

@@ -78,7 +78,8 @@ A100_PCIE4 = Hardware(
     bw_peak_gbps=24.0, bw_b=0.07292, zero_fill_ns=0.0,
     sources=(
         ("batch_ns", "UVMSmart far-fault latency 66,645 cycles at 1,481 MHz = 45 us "
-                     "(anchors.md), charged once per batch; uncalibrated for A100"),
+                     "(docs/model.md, Sources), charged once per batch; uncalibrated for "
+                     "A100"),
         ("fault_ns", "uncalibrated estimate"),
         ("transfer_latency_ns", "uncalibrated estimate"),
         ("bw_peak_gbps", "UVMSmart a = 24 for a 32 GB/s (PCIe 4 x16) link; " + _UVMSMART),
@@ -190,9 +191,9 @@ class Translation:
     walk_ns: float = 100 / 1.481  # UVMSmart: 100 cycles at 1,481 MHz = 67.5 ns
     ways: int = 16              # uncalibrated: associativity of the modelled TLB
     sources: tuple[tuple[str, str], ...] = field(default=(
-        ("tlb_entries", "UVMSmart (gpgpu-sim_UVMSmart) TLB 4096 entries per SM; anchors.md"),
-        ("walkers", "gem5-gpu: 32 page walkers; anchors.md"),
-        ("walk_ns", "UVMSmart page walk 100 cycles at its 1,481 MHz core clock; anchors.md"),
+        ("tlb_entries", "UVMSmart (gpgpu-sim_UVMSmart) TLB 4096 entries per SM; docs/model.md"),
+        ("walkers", "gem5-gpu: 32 page walkers; docs/model.md"),
+        ("walk_ns", "UVMSmart page walk 100 cycles at its 1,481 MHz core clock; docs/model.md"),
         ("page_size", "uncalibrated choice: the driver's 4 KiB migration granularity"),
         ("ways", "uncalibrated assumption")), compare=False, repr=False)
 
@@ -341,9 +342,10 @@ class Model:
 
 CONTRACT = Model(
     name="contract",
-    doc="the spec's model (docs/semantics.md): every option off, the default",
+    doc="the counting contract (docs/semantics.md): every option off, the default",
     sources=(("hardware", "h200-pcie5, measured (docs/calibration.md)"),
-             ("fault_batch_size", "256: the spec's batch (driver-model.md)")))
+             ("fault_batch_size", "256: the contract's batch, the driver's "
+                                  "uvm_perf_fault_batch_count (docs/semantics.md)")))
 
 _SHARED = ("on: the CUDA driver sub-allocates small managed allocations from 2 MiB VA "
            "ranges, whose windows are the UVM driver's blocks (probe small_allocs: 1,000 "
@@ -495,6 +497,6 @@ def capacity_chunks(peak_blocks: int, *, oversub: float | None = None,
                               f"got {capacity_bytes}")
         return int(capacity_bytes) // CHUNK_BYTES
     f = 1.0 if oversub is None else float(oversub)
-    if not f > 0 or f != f:
-        raise ConfigError(f"oversubscription factor must be > 0, got {oversub}")
+    if not 0 < f < np.inf:  # NaN fails too; infinity would mean one chunk, silently
+        raise ConfigError(f"oversubscription factor must be a finite number > 0, got {oversub}")
     return max(1, int(np.floor(peak_blocks / f)))

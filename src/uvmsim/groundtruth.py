@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import gpucheck
 from .errors import UserError, parse_env, run_command
 
 __all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
@@ -318,6 +319,8 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     if not isinstance(reserve, (int, np.integer)) or reserve < 0:
         raise RunError(f"--reserve must be a non-negative number of bytes, got {reserve!r}")
     target = free_target_bytes(footprint, factor) + int(reserve)
+    # before building the collector: without a GPU there is no balloon and no counter
+    gpucheck.require_gpu("run")
     from .record.collector import collector_env, find_library, run_program
     library = find_library(lib)
 
@@ -445,7 +448,8 @@ def run_from_args(a: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.groundtruth --oversub 2 --footprint 1GiB -- CMD``."""
-    p = argparse.ArgumentParser(prog="uvmsim run", description=__doc__.splitlines()[0])
+    from .cli import Parser  # one-line argument errors, as in `uvmsim run`
+    p = Parser(prog="uvmsim run", description=__doc__.splitlines()[0])
     configure_parser(p)
     a = p.parse_args(argv)
     return run_command("run", lambda: run_from_args(a))

@@ -7,47 +7,102 @@ from typing import Sequence
 import pandas as pd
 
 DEFAULT_METRICS = ("slowdown", "faults", "htod_bytes", "evicted_chunks")
-_LABELS = {"slowdown": "slowdown (x)", "faults": "GPU page faults",
-           "htod_bytes": "host-to-device bytes", "evicted_chunks": "evicted 2 MiB chunks",
-           "sim_time_ns": "simulated time (ns)", "dtoh_bytes_evict": "evicted bytes"}
+_LABELS = {"slowdown": "slowdown over factor 1 (x)", "faults": "GPU page faults",
+           "htod_bytes": "host to device (MiB)", "evicted_chunks": "evicted 2 MiB chunks",
+           "sim_time_ns": "simulated time (ms)", "dtoh_bytes_evict": "written back (MiB)",
+           "fault_batches": "fault batches"}
+#: a marker shape and line style per line: lines that coincide stay apart by shape, and
+#: each later line is drawn thinner and smaller on top of the earlier ones (nested)
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+_DASHES = ("-", "--", "-.", ":")
+#: positive data spanning at least this ratio gets a log axis (at least 3 decades' labels);
+#: anything else, zeros included, a linear axis fitted to the data
+LOG_SPAN = 100.0
+
+
+def sweep_units(metric: str) -> tuple[float, str]:
+    """(divisor, label) the sweep plot shows `metric` in: bytes in MiB and nanoseconds in
+    milliseconds, as the CLI's table prints them."""
+    if metric in _LABELS:
+        label = _LABELS[metric]
+    else:
+        label = metric
+    if metric.endswith("_bytes") or "_bytes_" in metric:
+        return float(2**20), label if metric in _LABELS else f"{metric} (MiB)"
+    if metric.endswith("_ns"):
+        return 1e6, label if metric in _LABELS else f"{metric} (ms)"
+    return 1.0, label
+
+
+def _identity(df: pd.DataFrame, hue: Sequence[str]) -> list[str]:
+    """The columns that tell lines apart: trace and model where they vary, then `hue`
+    (both policies by default, named even when one of them is the same for every line)."""
+    keys = [c for c in ("trace", "model") if c in df.columns and df[c].nunique() > 1]
+    keys += [h for h in hue if h in df.columns and h not in keys]
+    return keys or [df.columns[0]]
 
 
 def plot_sweep(df: pd.DataFrame, *, metrics: Sequence[str] = DEFAULT_METRICS,
                x: str = "oversub", hue: Sequence[str] = ("prefetch", "evict"),
                title: str | None = None, path: str | Path | None = None):
-    """One panel per metric against the oversubscription factor, a line per policy pair.
+    """One panel per metric against the oversubscription factor, a line per policy pair
+    (and per trace and model where the table has several), one legend for the figure.
 
-    Returns the matplotlib Figure; writes it to `path` if given (PNG by suffix).
+    Bytes are shown in MiB and times in ms (`sweep_units`). Each panel's y axis fits its
+    data: linear, or logarithmic where positive data spans `LOG_SPAN` or more. Lines that
+    coincide stay visible: each has its own marker shape and dash, and each later line is
+    drawn thinner and with smaller markers over the earlier ones. Returns the matplotlib
+    Figure; writes it to `path` if given (the format by its suffix).
     """
     import matplotlib
     if path is not None:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     metrics = [m for m in metrics if m in df.columns]
     if not metrics:
         raise ValueError("none of the requested metrics is a column of the table")
-    n = len(metrics)
+    keys = _identity(df, hue)
+    groups = list(df.groupby(keys, sort=False))
+    n, k = len(metrics), len(groups)
     cols = min(n, 2)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
-    hue = [h for h in hue if h in df.columns and df[h].nunique() > 1] or [hue[0]]
+    legend_rows = -(-k // min(k, 4))
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows + 0.3 * legend_rows + 0.6),
+                             squeeze=False, layout="constrained")
+    xs = sorted(df[x].unique())
     for ax, m in zip(axes.flat, metrics):
-        for key, g in df.groupby(hue, sort=False):
-            label = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        div, label = sweep_units(m)
+        for i, (key, g) in enumerate(groups):
             g = g.sort_values(x)
-            ax.plot(g[x], g[m], marker="o", label=label)
+            t = i / max(k - 1, 1)  # 0 for the first line, 1 for the last
+            ax.plot(g[x], g[m] / div, marker=_MARKERS[i % len(_MARKERS)],
+                    linestyle=_DASHES[i % len(_DASHES)], color=f"C{i % 10}",
+                    linewidth=3.6 - 2.4 * t, markersize=12 - 7 * t,
+                    markeredgecolor="white", markeredgewidth=0.8, zorder=2 + i,
+                    label=" / ".join(str(v) for v in (key if isinstance(key, tuple)
+                                                      else (key,))))
+        y = (df[m] / div).to_numpy(dtype=float)
+        y = y[y == y]
+        if len(y) and (y > 0).all() and y.max() / y.min() >= LOG_SPAN:
+            ax.set_yscale("log")
+        else:
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=6, min_n_ticks=3))
+            ax.yaxis.set_major_formatter(FuncFormatter(
+                lambda v, _: f"{v:,.0f}" if abs(v) >= 100 else f"{v:g}"))
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{v:g}" for v in xs])
         ax.set_xlabel("oversubscription factor" if x == "oversub" else x)
-        ax.set_ylabel(_LABELS.get(m, m))
+        ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-        if m in ("faults", "htod_bytes", "evicted_chunks") and (df[m] > 0).any():
-            ax.set_yscale("symlog")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=8, title=" / ".join(hue))
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(k, 4),
+               title=" / ".join(keys), fontsize=9)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
@@ -208,20 +263,37 @@ def working_set_table(traces: dict) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+#: panels per row of the study's multi-panel figures (more workloads wrap to more rows)
+STUDY_COLS = 3
+
+
 def _grid(n: int, width: float = 4.2, height: float = 3.2):
     import matplotlib.pyplot as plt
-    cols = min(n, 3)
+    cols = min(n, STUDY_COLS)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    # room below the panels for the figure's one legend
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.8),
+                             squeeze=False, layout="constrained")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat)[:n]
 
 
+def _fig_legend(fig, axes, loc: str = "outside lower center", ncols: int = 4) -> None:
+    """One legend for the figure, outside every panel (a legend inside one covers data),
+    with each label once, in the order the panels first draw it."""
+    seen: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc=loc, fontsize=8,
+                   ncols=min(ncols, len(seen)))
+
+
 def _finish(fig, title, path):
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
@@ -258,7 +330,7 @@ def plot_slowdown(real=None, sim=None, *, model="h200", prefetch="density",
         ax.set_ylabel("slowdown (x)")
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes, ncols=3)
     return _finish(fig, title, path)
 
 
@@ -271,7 +343,7 @@ def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
     t = pca_ratio_table(real, sim, model=model, prefetch=prefetch)
     if t.empty:
         raise ValueError("nothing to plot: no workload with both PCA settings")
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), layout="constrained")
     for i, w in enumerate(dict.fromkeys(t["workload"])):
         for src, g in t[t["workload"] == w].groupby("source", sort=False):
             ax.plot(g["factor"], g["ratio"], color=f"C{i}", label=f"{w} ({src})",
@@ -281,7 +353,7 @@ def plot_pca_ratio(real=None, sim=None, *, model="h200", prefetch="density",
     ax.set_ylabel("PCA off / PCA on")
     ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    _fig_legend(fig, [ax], loc="outside right upper", ncols=1)
     return _finish(fig, title, path)
 
 
@@ -302,7 +374,7 @@ def plot_working_set(traces, *, title="Per-kernel working set", path=None):
         ax.set_xlabel("kernel index")
         ax.set_ylabel("working set (MiB)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes)
     return _finish(fig, title, path)
 
 
@@ -315,7 +387,8 @@ def _per_workload_counts(t, y, ylabel, title, path, log=True):
     colors = {"on": "C0", "off": "C3"}
     for ax, w in zip(axes, ws):
         for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
-            g = g[g[y].notna()]
+            # a log axis cannot show 0 (a line would drop off the panel to it)
+            g = g[g[y] > 0] if log else g[g[y].notna()]
             if g.empty:
                 continue
             ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
@@ -326,7 +399,7 @@ def _per_workload_counts(t, y, ylabel, title, path, log=True):
         if log:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    _fig_legend(fig, axes)
     return _finish(fig, title, path)
 
 
@@ -349,27 +422,38 @@ def plot_fault_kinds(sim, *, model="h200", prefetch="density",
 
 def plot_migrations(real=None, sim=None, *, model="h200", prefetch="density",
                     title="Migrations (whole run)", path=None):
-    """Two rows of panels per workload: migrated 4 KiB pages ((HtoD + DtoH) / 4 KiB) and the
-    migrated volume over the footprint, real and simulated."""
+    """Two panels per workload, one above the other: migrated 4 KiB pages ((HtoD + DtoH) /
+    4 KiB) and the migrated volume over the footprint, real and simulated (on log axes, so
+    runs that migrated nothing are left out). Workloads wrap after STUDY_COLS per row."""
     import matplotlib.pyplot as plt
     _use_agg(path)
     t = counts_table(real, sim, model=model, prefetch=prefetch)
     ws = list(dict.fromkeys(t["workload"]))
     if not ws:
         raise ValueError("nothing to plot")
-    fig, axes = plt.subplots(2, len(ws), figsize=(3.6 * len(ws), 6), squeeze=False)
+    cols = min(len(ws), STUDY_COLS)
+    blocks = -(-len(ws) // cols)
+    fig, axes = plt.subplots(2 * blocks, cols, figsize=(4.2 * cols, 5.6 * blocks + 0.8),
+                             squeeze=False, layout="constrained")
     colors = {"on": "C0", "off": "C3"}
+    used = []
     for j, w in enumerate(ws):
+        b, c = divmod(j, cols)
         for i, (y, lab) in enumerate((("migrated_pages", "migrated 4 KiB pages"),
                                       ("volume_over_footprint", "volume / footprint"))):
-            ax = axes[i][j]
+            ax = axes[2 * b + i][c]
+            used.append(ax)
             for (p, src), g in t[t["workload"] == w].groupby(["pca", "source"], sort=False):
+                g = g[g[y] > 0]  # log axis: a run that migrated nothing has no point
                 ax.plot(g["factor"], g[y], color=colors.get(p), label=f"{src} PCA {p}",
                         **(_REAL_STYLE if src == "real" else _SIM_STYLE))
             ax.set_title(w if i == 0 else "")
-            ax.set_xlabel("oversubscription factor")
+            ax.set_xlabel("oversubscription factor" if i == 1 else "")
             ax.set_ylabel(lab)
             ax.set_yscale("log")
             ax.grid(True, alpha=0.3)
-        axes[0][j].legend(fontsize=7)
+    for ax in axes.flat:
+        if ax not in used:
+            ax.set_visible(False)
+    _fig_legend(fig, used)
     return _finish(fig, title, path)

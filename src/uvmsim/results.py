@@ -10,9 +10,9 @@ import pandas as pd
 from .engine.state import (COUNT_NAMES, HTOD_COLS, T_DRV_WAIT, T_STALL, T_TRANSFER, T_WALKQ,
                            T_XLATE)
 
-# summary keys, in the order of driver-model.md
+# summary keys, in the order of docs/semantics.md
 PER_KERNEL_COUNTS = (*COUNT_NAMES[:8], "htod_bytes", *COUNT_NAMES[8:])
-# the spec's keys, in its order: exactly what Result.summary holds
+# the contract's keys, in its order: exactly what Result.summary holds
 N_SPEC_COUNTS = 13
 SUMMARY_KEYS = (*PER_KERNEL_COUNTS[:N_SPEC_COUNTS], "kernels", "accesses", "capacity_chunks",
                 "peak_blocks", "sim_time_ns")
@@ -26,7 +26,7 @@ EXTRA_KEYS = (*PER_KERNEL_COUNTS[N_SPEC_COUNTS:], "translation_ns", "walk_queue_
 class Result:
     """What one replay produced.
 
-    `summary`: exactly the spec's counts plus `sim_time_ns` (docs/semantics.md). `extra`:
+    `summary`: exactly the contract's counts plus `sim_time_ns` (docs/semantics.md). `extra`:
     totals of the optional mechanisms (TLB misses, page walks, remote accesses, throttled
     faults, ...; zero when off). `kernels`: one row per kernel in event order with its counts
     (the extra ones too), `kernel_id`, `name`, `accesses`, `compute_ns`, `stall_ns`,

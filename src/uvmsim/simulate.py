@@ -83,8 +83,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              advise: bool | None = None, access_counter_threshold: float | None = None,
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
-             small_blocks: bool | None = None, shared_windows: bool | None = None) -> Result:
-    """Replay `trace` and return its counts (driver-model.md) and simulated time.
+             small_blocks: bool | None = None, shared_windows: bool | None = None,
+             plan: Any = None) -> Result:
+    """Replay `trace` and return its counts (docs/semantics.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
     every option off) bundles the mechanisms, `fault_batch_size` and the hardware preset;
@@ -96,7 +97,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     names, 'module:object' paths or policy objects. `keep_state=True` attaches the final
     engine state (uvmsim.engine.state.EngineState) as `Result.state`. `translation`
     (a uvmsim.config.Translation, a dict of its fields, or True for its defaults) turns on
-    the TLB and page-walk model; off (None), counts and times are exactly driver-model.md.
+    the TLB and page-walk model; off (None), counts and times are exactly docs/semantics.md's.
 
     Optional mechanisms (docs/semantics.md, docs/policies.md), all off in "contract":
     `slices` replays each kernel in its v1.1 time-slice passes; `host_access` applies v1.1
@@ -111,6 +112,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     `shared_windows` replays the view of the trace in which allocations sharing a 2 MiB
     window are one VA range covering their windows (uvmsim.trace.windows), as the CUDA
     driver's sub-allocation of small managed allocations makes them.
+
+    `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
+    events before their kernels (docs/semantics.md, "Prefetch plans").
     """
     run = prepare(trace, model=model, oversub=oversub, capacity_bytes=capacity_bytes,
                   capacity_chunks=capacity_chunks, prefetch=prefetch, evict=evict,
@@ -121,7 +125,7 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
                   remote_access_ns=remote_access_ns, small_blocks=small_blocks,
-                  shared_windows=shared_windows)
+                  shared_windows=shared_windows, plan=plan)
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev)
     if run.lazy is not None:
@@ -213,14 +217,20 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
             capacity_chunks: int | None = None, prefetch: Any = "density",
             evict: Any = "lru2m", prefetch_params: dict[str, float] | None = None,
             evict_params: dict[str, float] | None = None, seed: int = 0,
-            translation: Any = None, **overrides: Any) -> Prepared:
+            translation: Any = None, plan: Any = None, **overrides: Any) -> Prepared:
     """Check the arguments of `simulate` and build everything a replay starts from.
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks, shared_windows): None keeps the model's value.
+    remote_access_ns, small_blocks, shared_windows): None keeps the model's value. `plan` is
+    resolved into the trace's event arrays here, the one place a plan enters a replay
+    (uvmsim.plans).
     """
     trace = _as_trace(trace)
+    if plan is not None:
+        from .trace.plan_apply import as_plan, with_plan
+        plan = as_plan(plan)
+        trace = with_plan(trace, plan)
     m = get_model(model, **overrides)
     if m.shared_windows:
         trace = share_windows(trace)
@@ -261,6 +271,8 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "remote": m.remote, "advise": m.advise, "engine": "fast"}
     if streamed:
         config["stream"] = True
+    if plan is not None:
+        config["plan"] = plan.summary()
     return Prepared(trace, T, pf, ev, pst, est, cap, fault_batch_size, tr, m, opts, S, config,
                     lazy)
 

@@ -143,6 +143,8 @@ def _run_cell(task: dict[str, Any]) -> dict[str, Any]:
     row.update(r.extra)
     row["model"] = r.config["model"]
     row["hardware"] = r.config["hardware"]
+    if "plan" in r.config:   # a prefetch plan (plan=...): its name and content id
+        row["plan"] = f"{r.config['plan']['name']}:{r.config['plan']['id']}"
     row["compute_ns"] = float(r.kernels["compute_ns"].sum())
     seg = task["segment"]
     if seg is not None:
@@ -195,50 +197,69 @@ def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
     `out`: a directory made a resumable Parquet dataset (module doc). `segment`: a kernel-name
     substring marking iterations (e.g. "spin_kernel", see benchmarks/study/models.py); the
     kernels after its last occurrence give ``iter_*`` columns (one training step).
-    Other keyword arguments (translation=, thrashing=, slices=, ...) go to every `simulate`.
+    Other keyword arguments (translation=, thrashing=, slices=, plan=, ...) go to every
+    `simulate`; with `plan` (a uvmsim.plans.Plan, keyed into the cell ids by its content)
+    the rows get a `plan` column, "name:content id".
 
     Columns: trace, trace_id, cell_id, oversub, prefetch, evict, the summary counts, the
-    extra counts, model, hardware, compute_ns, and `slowdown` (sim_time over the same trace,
-    model and policies at factor 1 when the sweep has it, else over compute time), plus
-    ``iter_*`` and `iter_slowdown` with `segment`. Rows come in the caller's order.
-    ``df.attrs["computed"]`` and ``df.attrs["reused"]`` count the cells replayed now and read
-    back from `out`.
+    extra counts, model, hardware, compute_ns, and `slowdown`: sim_time_ns over that of the
+    same trace, model and policies at factor 1. A sweep without factor 1 replays those
+    baseline cells too (they are written to `out` like any cell, but are not rows), so
+    `slowdown` always means the same; the time over compute time is
+    ``sim_time_ns / compute_ns``. With `segment`, ``iter_*`` columns and `iter_slowdown`
+    (iter_sim_ns over factor 1's). Rows come in the caller's order. ``df.attrs["computed"]``
+    and ``df.attrs["reused"]`` count the cells replayed now and read back from `out`,
+    baseline cells included.
     """
     executor = executor or backend or "process"
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}: 'process', 'dask' or 'serial'")
+    for f in oversub:  # before any cell runs: a bad factor would fail only in its cell
+        try:
+            ok = 0 < float(f) < np.inf
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ConfigError(f"oversubscription factor {f!r}: must be a finite number > 0")
     points = grid(oversub=oversub, prefetch=prefetch, evict=evict)
     models = list(model) if isinstance(model, (list, tuple)) else [model]
     if not points or not models:
         raise ConfigError("empty sweep grid")
     traces = _as_traces(trace)
+    # factor 1 of every (prefetch, evict) pair: the baseline `slowdown` divides by
+    base_points = [dict(p, oversub=1.0) for p in grid(prefetch=prefetch, evict=evict)
+                   if not any(q["oversub"] == 1.0 and q["prefetch"] is p["prefetch"]
+                              and q["evict"] is p["evict"] for q in points)]
     configs = [_model_config(m, hardware, fault_batch_size) for m in models]  # fails early
     opts = json.loads(json.dumps(options, sort_keys=True, default=repr))
     ids = {key: (key.split(":", 1)[1] if obj is not None else trace_content_id(key))
            for _, key, obj in traces}
-    tasks = []
-    for (label, key, obj), (m, cfg), p in itertools.product(traces, zip(models, configs),
-                                                            points):
-        cid = cell_id(ids[key], p, cfg, opts, segment)
-        tasks.append({"label": label, "trace_key": key, "trace_obj": obj,
-                      "trace_id": ids[key], "cell_id": cid, "point": p, "segment": segment,
-                      "drop": drop_out_of_range,
-                      "common": dict(model=m, hardware=hardware,
-                                     fault_batch_size=fault_batch_size, **options)})
+    if segment is not None:
+        _check_segment(traces, segment)
+
+    def cells(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"label": label, "trace_key": key, "trace_obj": obj, "trace_id": ids[key],
+                 "cell_id": cell_id(ids[key], p, cfg, opts, segment), "point": p,
+                 "segment": segment, "drop": drop_out_of_range,
+                 "common": dict(model=m, hardware=hardware, fault_batch_size=fault_batch_size,
+                                **options)}
+                for (label, key, obj), (m, cfg), p in itertools.product(
+                    traces, zip(models, configs), pts)]
+    tasks, baseline = cells(points), cells(base_points)
     seen: dict[str, dict[str, Any]] = {}
     outdir = Path(out) if out is not None else None
     if outdir is not None:
         outdir.mkdir(parents=True, exist_ok=True)
-        for t in tasks:
+        for t in tasks + baseline:
             f = outdir / f"cell-{t['cell_id']}.parquet"
             if f.exists() and t["cell_id"] not in seen:
                 seen[t["cell_id"]] = pd.read_parquet(f).iloc[0].to_dict()
     todo, queued = [], set()
-    for t in tasks:
+    for t in tasks + baseline:
         if t["cell_id"] not in seen and t["cell_id"] not in queued:
             queued.add(t["cell_id"])
             todo.append(t)
-    reused = len({t["cell_id"] for t in tasks} & set(seen))
+    reused = len({t["cell_id"] for t in tasks + baseline} & set(seen))
 
     def finished(row: dict[str, Any]) -> None:
         seen[row["cell_id"]] = row
@@ -249,11 +270,11 @@ def sweep(trace: Any, *, oversub: Sequence[float] = (1.0, 1.5, 2.0, 3.0),
         _execute(todo, executor, jobs, client, scheduler,
                  lambda row: (finished(row), bar.update()))
     rows = []
-    for t in tasks:
+    for t in tasks + baseline:
         row = dict(seen[t["cell_id"]])
         row["trace"] = t["label"]  # the caller's label, also for cells read back
         rows.append(row)
-    df = _add_slowdown(pd.DataFrame(rows))
+    df = _add_slowdown(pd.DataFrame(rows)).iloc[:len(tasks)].copy()
     df.attrs["computed"] = len(todo)
     df.attrs["reused"] = reused
     return df
@@ -275,23 +296,49 @@ def read_results(out: str | os.PathLike) -> pd.DataFrame:
 
 
 def _add_slowdown(df: pd.DataFrame) -> pd.DataFrame:
+    """`slowdown` (and `iter_slowdown`): each row's time over the factor-1 row of the same
+    trace, model and policies; NaN where there is none (a dataset read back without it)."""
     keys = [c for c in ("trace", "model", "prefetch", "evict") if c in df.columns]
     for col, out in (("sim_time_ns", "slowdown"), ("iter_sim_ns", "iter_slowdown")):
         if col not in df.columns:
             continue
         base = df[df["oversub"] == 1.0].groupby(keys, sort=False)[col].first()
-        key = list(zip(*(df[k] for k in keys)))
-        if len(base):
-            idx = [k if len(keys) > 1 else k[0] for k in key]
-            ref = [base.get(k, float("nan")) for k in idx]
-        else:
-            ref = df["compute_ns" if col == "sim_time_ns" else "iter_compute_ns"].tolist()
+        idx = [k if len(keys) > 1 else k[0] for k in zip(*(df[k] for k in keys))]
+        ref = [base.get(k, float("nan")) for k in idx]
         df[out] = [t / r if r and r == r else float("nan") for t, r in zip(df[col], ref)]
     return df
 
 
+def _check_segment(traces: list[tuple[str, str, Trace | None]], segment: str) -> None:
+    """A segment marker no kernel of a trace has would give all-NaN iter_* columns for it:
+    refuse it before any cell runs, naming the trace."""
+    import pyarrow.parquet as pq
+
+    from .trace.format import KERNELS
+    for label, key, obj in traces:
+        if obj is not None:
+            names = obj.kernels["name"].astype(str)
+        else:
+            try:
+                names = pd.Series(pq.read_table(Path(key) / KERNELS, columns=["name"])
+                                  .column("name").to_pylist(), dtype=object).astype(str)
+            except (OSError, KeyError, ValueError) as e:
+                raise ConfigError(f"{key}: cannot read its kernel names: {e}") from None
+        if not names.str.contains(segment, regex=False).any():
+            raise ConfigError(f"segment {segment!r}: no kernel of trace {label!r} has it in "
+                              f"its name, so it has no iterations to measure")
+
+
 def _bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    """A progress bar: a widget in a notebook kernel with ipywidgets, text elsewhere. In a
+    kernel without ipywidgets tqdm.auto warns (TqdmWarning "IProgress not found") and falls
+    back to text; the warning is not the user's concern, so it is silenced."""
+    import warnings
+
+    from tqdm import TqdmWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)
 
 

@@ -32,7 +32,7 @@ DUP = np.uint8(8)   # the GPU copy is a read duplicate (read-mostly): dropped, n
 # causes of making pages resident
 CAUSE_DEMAND, CAUSE_PREFETCH, CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_API = range(5)
 
-# per-kernel count columns, in the order of the spec's list (htod_bytes is derived)
+# per-kernel count columns, in the order of docs/semantics.md's list (htod_bytes is derived)
 COUNT_NAMES = ("faults", "faults_read", "faults_write", "fault_batches", "htod_bytes_demand",
                "htod_bytes_prefetch", "htod_bytes_memcpy", "htod_bytes_api_prefetch",
                "zero_fill_pages", "evicted_chunks", "dtoh_bytes_evict",

@@ -33,8 +33,12 @@ NumPy arrays the hooks read by field name (st.prev, st.freq; a plain tuple works
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
+
+from numba.core.dispatcher import Dispatcher
 
 # the hook interface's helpers, for policies to import from here: no_hit (an on_hit that does
 # nothing), may_evict (a victim hook's tenant check), EmptyState (the state of a policy that
@@ -57,6 +61,7 @@ class PolicyContext:
 
 @dataclass(frozen=True)
 class PrefetchPolicy:
+    HOOKS: ClassVar[tuple[str, ...]] = ("prefetch",)  # compiled into the engine
     name: str
     prefetch: Any
     init: Callable[[PolicyContext], tuple] | None = None
@@ -67,6 +72,7 @@ class PrefetchPolicy:
 
 @dataclass(frozen=True)
 class EvictPolicy:
+    HOOKS: ClassVar[tuple[str, ...]] = ("victim", "on_fill", "on_release", "on_hit")
     name: str
     victim: Any
     on_fill: Any
@@ -82,13 +88,29 @@ PREFETCH: dict[str, PrefetchPolicy] = {}
 EVICT: dict[str, EvictPolicy] = {}
 
 
+def check_hooks(obj: Any, what: str) -> None:
+    """Every hook of `obj` the engine calls must be a Numba-compiled function (@njit): a
+    plain Python function would fail only when the engine compiles, in a page of Numba's
+    output. A ConfigError names the hook and the policy instead. The hooks are the class's
+    HOOKS; None (an optional hook) passes."""
+    for hook in getattr(type(obj), "HOOKS", ()):
+        fn = getattr(obj, hook, None)
+        if fn is None or isinstance(fn, Dispatcher):
+            continue
+        kind = f"the {type(fn).__name__} {getattr(fn, '__name__', repr(fn))!r}"
+        raise ConfigError(f"{what} {obj.name!r}: hook {hook} is {kind}, not compiled with "
+                          "Numba; decorate it with @numba.njit (docs/policies.md)")
+
+
 def register_prefetch(policy: PrefetchPolicy, *, replace: bool = False) -> PrefetchPolicy:
-    """Make a prefetch policy available by name to simulate() and the CLI."""
+    """Make a prefetch policy available by name to simulate() and the CLI; `replace=True`
+    replaces a policy of the same name (re-running a notebook cell)."""
     return register(policy, PREFETCH, "prefetch policy", replace=replace)
 
 
 def register_evict(policy: EvictPolicy, *, replace: bool = False) -> EvictPolicy:
-    """Make an eviction policy available by name to simulate() and the CLI."""
+    """Make an eviction policy available by name to simulate() and the CLI; `replace=True`
+    replaces a policy of the same name (re-running a notebook cell)."""
     return register(policy, EVICT, "eviction policy", replace=replace)
 
 
@@ -97,6 +119,7 @@ def lookup(spec: Any, table: dict, kind: type, what: str):
     'module:object' path. `what` names the kind in errors ("prefetch policy", "scheduler").
     Policies and the tenant components (uvmsim.components) resolve the same way."""
     if isinstance(spec, kind):
+        check_hooks(spec, what)
         return spec
     if not isinstance(spec, str):
         raise ConfigError(f"{what} must be a name or a {kind.__name__}, got {spec!r}")
@@ -104,12 +127,18 @@ def lookup(spec: Any, table: dict, kind: type, what: str):
         return table[spec]
     if ":" in spec:
         mod, _, obj = spec.partition(":")
+        # `python -m uvmsim` and notebooks have the current folder on the import path, the
+        # `uvmsim` script does not: put it last, so `pkg.mod:obj` resolves the same from both
+        # (last: an installed package of the same name still wins)
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         try:
             found = getattr(importlib.import_module(mod), obj)
         except (ImportError, AttributeError) as e:
             raise ConfigError(f"cannot load {what} {spec!r}: {e}") from None
         if not isinstance(found, kind):
             raise ConfigError(f"{spec!r} is a {type(found).__name__}, not a {kind.__name__}")
+        check_hooks(found, what)
         return found
     raise ConfigError(f"unknown {what} {spec!r}; known: {', '.join(sorted(table))} "
                       "(or 'package.module:object')")
@@ -118,8 +147,10 @@ def lookup(spec: Any, table: dict, kind: type, what: str):
 def register(obj: Any, table: dict, what: str, *, replace: bool = False) -> Any:
     """Put `obj` into `table` under its name; another object of that name is an error unless
     `replace`."""
+    check_hooks(obj, what)
     if obj.name in table and not replace and table[obj.name] is not obj:
-        raise ConfigError(f"{what} {obj.name!r} is already registered")
+        raise ConfigError(f"{what} {obj.name!r} is already registered (replace=True "
+                          "replaces it)")
     table[obj.name] = obj
     return obj
 

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import gpucheck
 from ..errors import parse_env, run_command
 from .collector import (collector_env, find_library, gpu_info, library_has_pages,
                         run_program)
@@ -82,6 +83,9 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         raise RecordError(f"{out_p}: the output name must end in '.uvmtrace'")
     if out_p.exists() and not overwrite:
         raise RecordError(f"{out_p} exists (use --overwrite to replace it)")
+    # before building the collector: without a GPU the passes would load nothing and
+    # leave an empty trace
+    gpucheck.require_gpu("record")
     library = find_library(lib)
     run = ["pages", "timing"] if passes == "both" else [passes]
     # the counters need the program's own UVM behaviour, so they get a run of their own
@@ -253,7 +257,8 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m uvmsim.record -o X.uvmtrace -- CMD``."""
-    p = argparse.ArgumentParser(prog="uvmsim record", description=__doc__.splitlines()[0])
+    from ..cli import Parser  # one-line argument errors, as in `uvmsim record`
+    p = Parser(prog="uvmsim record", description=__doc__.splitlines()[0])
     configure_parser(p)
     a = p.parse_args(argv)
     return run_command("record", lambda: run_from_args(a))

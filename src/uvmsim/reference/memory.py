@@ -137,7 +137,8 @@ class Memory:
 
     def make_resident(self, blk: int, first: int, last: int, use_masks: bool, cause_f: int,
                       cause_p: int, out_row: int, tick: int) -> None:
-        """Steps 1-3 of driver-model.md for positions first..last of a block."""
+        """Steps 1-3 of docs/semantics.md ("Making pages of one VA block resident") for
+        positions first..last of a block."""
         S, T = self.S, self.T
         c = self.ensure_chunk(blk, out_row, tick)
         p0 = int(T.b_page0[blk]) - int(T.b_lo[blk])

@@ -80,7 +80,7 @@ def _check_metadata(md: pq.FileMetaData, arrow_names: list[str], data_end: int,
     if len(schema) != n_cols:
         raise TraceFormatError(f"footer lists {n_cols} columns but its schema has "
                                f"{len(schema)}", file=shown)
-    # spec columns are flat; a nested or repeated extra column is allowed (and never read)
+    # the format's columns are flat; a nested or repeated extra column is allowed (and never read)
     names = [schema.column(i).path for i in range(n_cols)]
     flat = [schema.column(i).max_repetition_level == 0 for i in range(n_cols)]
     for group in (arrow_names, names):  # top-level columns, then leaf paths

@@ -187,7 +187,7 @@ class TraceBuilder:
 
     # -- output
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The four tables, typed per the spec."""
+        """The four tables, typed as docs/trace-format.md says."""
         ev = pd.DataFrame(self._events, columns=["seq", "op", "alloc_id", "kernel_id", "addr",
                                                  "size", "arg", "stream", "t_start_ns",
                                                  "t_end_ns"])

@@ -113,7 +113,7 @@ def _optional_present(names: Iterable[str], file: str) -> tuple[str, ...]:
 
 
 def _coerce_table(table: TableLike, file: str, shown: str | None = None) -> pa.Table:
-    """Cast a user's table to the spec schema, keeping only spec columns (v1 columns and
+    """Cast a user's table to the format's schema, keeping only its columns (v1 columns and
     the v1.1 optional ones that are present).
 
     `file` picks the schema; `shown` is the name errors use (the full path when read).
@@ -765,7 +765,7 @@ def _starts(counts: np.ndarray) -> np.ndarray:
 def _column_numpy(col: pa.Array, name: str, target: pa.DataType, nullable: bool, file: str,
                   row_offset: int) -> np.ndarray:
     """One batch column of the access rows as NumPy: a zero-copy view when it already has
-    the spec's type and no nulls (the common case, and the one loading speed rests on)."""
+    the format's type and no nulls (the common case, and the one loading speed rests on)."""
     if col.type == target and col.null_count == 0:
         return col.to_numpy(zero_copy_only=True)
     return _coerce_column(col, name, target, nullable, file, row_offset).combine_chunks() \
@@ -1085,7 +1085,7 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
                 block_accesses: TableLike | None = None) -> Path:
     """Write a uvmtrace directory (the one writer generators and the collector share).
 
-    Tables are pandas DataFrames or Arrow tables with the spec's columns (the v1.1 optional
+    Tables are pandas DataFrames or Arrow tables with the format's columns (the v1.1 optional
     columns are kept when present, other extra columns dropped, types cast losslessly); the
     manifest says the minor of the latest feature used. `blocks` and `block_accesses` are
     the v1.2 per-thread-block streams (both or neither). The trace is validated before

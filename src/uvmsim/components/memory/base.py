@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class MemoryContext:
 
 @dataclass(frozen=True)
 class MemoryComponent:
+    HOOKS: ClassVar[tuple[str, ...]] = ("reserve",)  # compiled into the engine
     name: str
     reserve: Any
     init: Callable[[MemoryContext], tuple]

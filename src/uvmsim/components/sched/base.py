@@ -26,7 +26,7 @@ as it calls policy hooks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -46,6 +46,7 @@ class SchedContext:
 
 @dataclass(frozen=True)
 class TenantScheduler:
+    HOOKS: ClassVar[tuple[str, ...]] = ("admit", "start")  # compiled into the engine
     name: str
     admit: Any
     init: Callable[[SchedContext], tuple]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class WalkerContext:
 
 @dataclass(frozen=True)
 class WalkerScheduler:
+    HOOKS: ClassVar[tuple[str, ...]] = ("pick",)  # compiled into the engine
     name: str
     pick: Any
     init: Callable[[WalkerContext], tuple]

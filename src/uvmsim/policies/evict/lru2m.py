@@ -1,4 +1,4 @@
-"""The contract's default eviction (driver-model.md): LRU over 2 MiB chunks by recency of
+"""The contract's default eviction (docs/semantics.md): LRU over 2 MiB chunks by recency of
 migration.
 
 A chunk moves to the most-recent end whenever pages are made resident in it, never on hits;
@@ -85,4 +85,4 @@ def victim(st, S, T, tick):
 LRU2M = register_evict(EvictPolicy(
     "lru2m", victim=victim, on_fill=on_fill, on_release=on_release, on_hit=no_hit, init=init,
     doc="The contract's default: least recently migrated-into 2 MiB chunk, evicted whole.",
-    source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_pmm_gpu.c; driver-model.md"))
+    source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_pmm_gpu.c; docs/semantics.md"))

@@ -1,4 +1,5 @@
-"""The driver's density prefetcher (uvm_perf_prefetch.c), exactly as driver-model.md states.
+"""The driver's density prefetcher (uvm_perf_prefetch.c), exactly as docs/semantics.md
+states.
 
 Faulted pages grow to their 64 KiB big page; then each faulted page takes the largest aligned
 power-of-two region whose resident-or-faulted density exceeds `threshold` percent.
@@ -72,4 +73,4 @@ DENSITY = register_prefetch(PrefetchPolicy(
     "density", prefetch, init=init, params={"threshold": 51.0},
     doc="The driver's default: big page, then densest power-of-two region > threshold %.",
     source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_perf_prefetch.c; "
-           "driver-model.md"))
+           "docs/semantics.md"))

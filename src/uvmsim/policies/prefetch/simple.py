@@ -1,6 +1,6 @@
 """Fixed-granularity prefetchers: none, 64k (big page) and 2m (whole VA block).
 
-Source: driver-model.md; UVMSmart's sequential-local 64 KiB prefetcher is the 64k one.
+Source: docs/semantics.md; UVMSmart's sequential-local 64 KiB prefetcher is the 64k one.
 """
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def prefetch_2m(st, S, T, blk, lo, hi):
 
 
 NONE = register_prefetch(PrefetchPolicy(
-    "none", prefetch_none, doc="Migrate only faulted pages.", source="driver-model.md"))
+    "none", prefetch_none, doc="Migrate only faulted pages.", source="docs/semantics.md"))
 BIG_PAGE = register_prefetch(PrefetchPolicy(
     "64k", prefetch_64k, doc="Migrate the whole 64 KiB big page around each fault.",
-    source="driver-model.md"))
+    source="docs/semantics.md"))
 WHOLE_BLOCK = register_prefetch(PrefetchPolicy(
     "2m", prefetch_2m, doc="Migrate the whole VA block (its pages in the 2 MiB window).",
-    source="driver-model.md"))
+    source="docs/semantics.md"))
