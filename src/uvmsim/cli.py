@@ -181,6 +181,9 @@ def _add_model_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
     g.add_argument("--small-blocks", action=argparse.BooleanOptionalAction, default=None,
                    help="charge a VA block smaller than 2 MiB only its own pages of GPU "
                         "memory (the driver's 64 KiB/4 KiB chunks)")
+    g.add_argument("--shared-windows", action=argparse.BooleanOptionalAction, default=None,
+                   help="allocations sharing a 2 MiB window are one VA range (the CUDA "
+                        "driver's sub-allocation of small managed allocations)")
     g.add_argument("--remote", choices=["driver", "uvmsmart"],
                    help="remote mapping with access-counter delayed migration")
     g.add_argument("--access-counter-threshold", type=_positive_float, metavar="N")
@@ -210,7 +213,8 @@ def _mechanisms(a: argparse.Namespace) -> dict[str, Any]:
                           "thrashing": _options(a.thrashing), "remote": a.remote,
                           "advise": a.advise, "slices": a.slices,
                           "host_access": a.host_access, "small_blocks": a.small_blocks,
-                          "block_progress": a.block_progress, "fault_latency_ns": a.fault_latency_ns}
+                          "block_progress": a.block_progress, "fault_latency_ns": a.fault_latency_ns,
+                          "shared_windows": a.shared_windows}
     if a.access_counter_threshold is not None:
         kw["access_counter_threshold"] = a.access_counter_threshold
     return kw

@@ -39,6 +39,7 @@ from .results import Result, make_result
 from .simulate import (_as_trace, block_service_rank, block_vbase, check_model_trace,
                        model_options)
 from .trace import Trace, TraceArrays
+from .trace.windows import share_windows
 
 _PAGE_FIELDS = ("page_block", "row_page")  # hold dense pages or blocks: offset
 
@@ -290,6 +291,9 @@ def simulate_multi(traces: Sequence[Trace | str | os.PathLike], *,
     if mdl.block_progress:
         raise ConfigError("block_progress is not yet modelled with several tenants (merged "
                           "traces carry no v1.2 streams)")
+    if mdl.shared_windows:
+        # each tenant's own allocations share windows (tenants never share an address)
+        ts = [share_windows(t) for t in ts]
     pf, ev, hw = get_prefetch(prefetch), get_evict(evict), mdl.hardware
     batch = mdl.fault_batch_size
     peak = sum(t.peak_blocks for t in ts)

@@ -19,6 +19,7 @@ from .policies import get_evict, get_prefetch
 from .policies.base import PolicyContext, empty_state, resolve_params
 from .results import Result, make_result
 from .trace import Trace, load_trace
+from .trace.windows import share_windows
 
 
 def block_service_rank(trace: Trace, T=None) -> np.ndarray:
@@ -84,7 +85,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
              access_counter_penalty: float | None = None,
              remote_access_ns: float | None = None,
              small_blocks: bool | None = None, block_progress: bool | None = None,
-             fault_latency_ns: float | None = None, plan: Any = None) -> Result:
+             fault_latency_ns: float | None = None, shared_windows: bool | None = None,
+             plan: Any = None) -> Result:
     """Replay `trace` and return its counts (docs/semantics.md) and simulated time.
 
     `model` (a name in uvmsim.config.MODELS or a uvmsim.config.Model; default "contract",
@@ -112,6 +114,9 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
     `block_progress` replays each kernel that has a v1.2 per-thread-block stream as thread blocks
     in resident slots that stall on their own faults (docs/semantics.md, "Progress"); a
     fault waits `fault_latency_ns` in the buffer before the driver may take it.
+    `shared_windows` replays the view of the trace in which allocations sharing a 2 MiB
+    window are one VA range covering their windows (uvmsim.trace.windows), as the CUDA
+    driver's sub-allocation of small managed allocations makes them.
 
     `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
     events before their kernels (docs/semantics.md, "Prefetch plans").
@@ -125,7 +130,8 @@ def simulate(trace: Trace | str | os.PathLike, *, model: str | Model | None = No
                   access_counter_threshold=access_counter_threshold,
                   access_counter_penalty=access_counter_penalty,
                   remote_access_ns=remote_access_ns, small_blocks=small_blocks,
-                  block_progress=block_progress, fault_latency_ns=fault_latency_ns, plan=plan)
+                  block_progress=block_progress, fault_latency_ns=fault_latency_ns,
+                  shared_windows=shared_windows, plan=plan)
     trace, T, S = run.trace, run.arrays, run.state
     eng = engine_for(run.pf, run.ev, frontend=frontend_of(run.model))
     if run.lazy is not None:
@@ -245,9 +251,9 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
 
     `overrides` are simulate's model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold, access_counter_penalty,
-    remote_access_ns, small_blocks, block_progress, fault_latency_ns): None keeps the model's
-    value. `plan` is resolved into the trace's event arrays here, the one place a plan enters
-    a replay (uvmsim.plans).
+    remote_access_ns, small_blocks, block_progress, fault_latency_ns, shared_windows): None
+    keeps the model's value. `plan` is resolved into the trace's event arrays here, the one
+    place a plan enters a replay (uvmsim.plans).
     """
     trace = _as_trace(trace)
     if plan is not None:
@@ -255,6 +261,8 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
         plan = as_plan(plan)
         trace = with_plan(trace, plan)
     m = get_model(model, **overrides)
+    if m.shared_windows:
+        trace = share_windows(trace)
     pf = get_prefetch(prefetch)
     ev = get_evict(evict)
     hw = m.hardware
@@ -288,7 +296,7 @@ def prepare(trace: Trace | str | os.PathLike, *, model: str | Model | None = Non
               "trace": str(trace.path) if trace.path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
-              "small_blocks": m.small_blocks,
+              "small_blocks": m.small_blocks, "shared_windows": m.shared_windows,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "block_progress": m.block_progress,
               "engine": "fast"}

@@ -1046,6 +1046,58 @@ def trace_from_tables(*, allocations: TableLike, events: TableLike, kernels: Tab
     return trace
 
 
+def retable(trace: Trace, *, allocations: TableLike, events: TableLike,
+            source: dict[str, Any]) -> Trace:
+    """`trace` with other allocation and event tables, the same kernels and the same access
+    rows (by virtual page), validated as any trace. A streamed trace stays streamed: its
+    rows are read again from its file, and the new Trace streams them too. v1.2 streams
+    (by virtual page too) come along, read and checked against the new Trace on first use."""
+    tables = {ALLOCATIONS: _coerce_table(allocations, ALLOCATIONS),
+              EVENTS: _coerce_table(events, EVENTS),
+              KERNELS: _coerce_table(trace.kernels, KERNELS)}
+    drop = trace.dropped_rows > 0
+    streams = trace._cache.get("streams_source")
+    if trace.rows is None:
+        acc = _coerce_table(_access_rows(trace), ACCESSES)
+        tables[ACCESSES] = acc
+        new = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS],
+                     iter(acc.to_batches(max_chunksize=_BATCH_ROWS)), acc.num_rows,
+                     {f: f for f in REQUIRED_FILES},
+                     _manifest(tables, source, streams is not None), drop, None,
+                     has_slices="slices" in acc.column_names)
+    else:
+        reread = trace.rows._reread
+        d = trace.path
+        names = {f: str(d / f) for f in REQUIRED_FILES}
+        manifest = {**trace.manifest, "source": source}
+        new = _build(tables[ALLOCATIONS], tables[EVENTS], tables[KERNELS], reread(),
+                     trace.rows.n_rows + trace.dropped_rows, names, manifest, drop, d,
+                     has_slices=trace.rows.has_slices, reread=reread)
+    if streams is not None:
+        new._cache["streams_source"] = streams
+    return new
+
+
+def _access_rows(trace: Trace) -> pd.DataFrame:
+    """An in-memory trace's access rows back as a table, by virtual page, in replay order."""
+    a = trace.arrays
+    d = a.row_page.astype(np.int64)
+    al = a.b_alloc[a.page_block[d]].astype(np.int64)
+    page = a.a_first_page[al] + (d - a.a_page_off[al])
+    n = np.diff(a.k_row_start)
+    kid = trace.kernels["kernel_id"].to_numpy().astype(np.uint32)
+    df = pd.DataFrame({
+        "kernel_id": np.repeat(kid, n),
+        "page": page.astype(np.uint64),
+        "flags": a.row_flags,
+        "count": a.row_count,
+        "order": np.concatenate([np.arange(k, dtype=np.uint32) for k in n])
+        if n.size else np.zeros(0, np.uint32)})
+    if a.row_slices.size:
+        df["slices"] = a.row_slices
+    return df
+
+
 def _stream_tables(blocks: TableLike | None,
                    block_accesses: TableLike | None) -> dict[str, pa.Table] | None:
     """The v1.2 stream tables cast to the spec schema, or None when neither is given."""
@@ -1064,7 +1116,9 @@ def _attach_streams(trace: Trace, kernels_t: pa.Table,
     names = {f: f for f in STREAM_FILES}
     present = (stables is not None,) * 2
     if _streams.check_presence(kernels_t.to_pandas(), present, KERNELS, names):
-        _streams.load_streams(trace, source=_streams._Source(names=names, tables=stables))
+        src = _streams._Source(names=names, tables=stables)
+        trace._cache["streams_source"] = src   # a view of the trace (retable) reads it again
+        _streams.load_streams(trace, source=src)
 
 
 def _manifest(tables: dict[str, pa.Table], source: dict[str, Any],
