@@ -173,7 +173,7 @@ def test_replay_model_preset_and_overrides(v11_trace):
     assert json.loads(only.stdout) == uvmsim.simulate(t, slices=True, **kw).summary
     human = cli("replay", v11_trace, "--model", "h200", check=True).stdout
     assert "model=h200" in human and "host_populated_pages" in human
-    bad = cli("replay", v11_trace, "--model", "h100")
+    bad = cli("replay", v11_trace, "--model", "h300")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
@@ -192,13 +192,19 @@ def test_sweep_with_a_model(v11_trace, tmp_path):
 def test_models_list():
     p = cli("models", "--json", check=True)
     ms = json.loads(p.stdout)
-    assert set(ms) == {"contract", "h200"}
+    assert set(ms) == {"contract", "h200", "h100"}
     assert ms["h200"]["host_access"] and not ms["h200"]["slices"]
+    # the H100 preset: its calibrated link, with the measurement named as the source
+    assert ms["h100"]["hardware"]["name"] == "h100-pcie5-fit" and ms["h100"]["host_access"]
+    assert ms["h100"]["shared_windows"] and not ms["h200"]["shared_windows"]
+    assert "H100" in ms["h100"]["hardware"]["sources"]["batch_ns"]
+    assert "probes" in ms["h100"]["sources"]["fault_batch_size"]
     assert not ms["contract"]["host_access"]
     assert ms["h200"]["hardware"]["name"] == "h200-pcie5-fit"
     assert "validation.md" in ms["h200"]["hardware"]["sources"]["evict_ns"]
     assert "thrashing" in ms["h200"]["sources"]
-    assert "h200:" in cli("models", check=True).stdout
+    listing = cli("models", check=True).stdout
+    assert "h200:" in listing and "h100:" in listing
 
 
 # ---------------------------------------------------------------- one-line errors, outputs

@@ -117,6 +117,31 @@ def test_engine_state_refuses_tenants_and_bases_compiled_code_cannot_index():
         new_state(StateSizes(1024, 2, 2, 1, 8, n_tenants=MAX_TENANTS + 1), rank, hw)
 
 
+@pytest.mark.parametrize("field,edit", [
+    ("b_alloc", lambda x: x + 5), ("seg_alloc", lambda x: x - 9), ("ev_alloc", lambda x: x + 9),
+    ("ev_kernel", lambda x: np.where(x >= 0, x + 3, x)), ("a_npages", lambda x: x + 1),
+    ("a_block_off", lambda x: x + 1), ("ev_seg_start", lambda x: x[::-1].copy()),
+    ("k_row_start", lambda x: x + 1), ("k_nslices", lambda x: x * 0),
+    ("row_count", lambda x: x[:-1])])
+def test_engine_arrays_refuse_an_index_compiled_code_would_take_out_of_range(field, edit):
+    import dataclasses
+    from uvmsim.engine.arrays import engine_arrays
+    b = TraceBuilder()
+    x = b.alloc(4 << 20)
+    b.memcpy_htod(b.base(x), 8192)
+    b.kernel("k", reads=b.pages(x, 0, 4))
+    b.prefetch(b.base(x), 1 << 20, "gpu")
+    b.kernel("k2", reads=b.pages(x, 600, 604))
+    b.free(x)
+    t = b.build()
+    engine_arrays(t)
+    T = t.arrays
+    bad = dataclasses.replace(t, arrays=T._replace(**{field: edit(getattr(T, field))}),
+                              _cache={})
+    with pytest.raises(ConfigError, match="trace arrays"):
+        engine_arrays(bad)
+
+
 def test_engine_state_refuses_hardware_that_is_not_one_record():
     """The hardware constants are one record of named fields (config.Hardware.record): a
     plain vector of them would otherwise become records of zeros."""

@@ -55,8 +55,18 @@ def _used_parts(f: str) -> dict[str, set[str]]:
 
 def test_every_function_is_defined_once():
     """The parts share one namespace in the generated module: a name defined twice would
-    silently be the later part's."""
-    assert {n: fs for n, fs in OWNER.items() if len(fs) > 1} == {}
+    silently be the later part's. Each front-end defines run_kernel (an engine joins one
+    front-end, and a base front-end without its run_kernel: build.FRONTEND_BASES)."""
+    twice = {n: fs for n, fs in OWNER.items() if len(fs) > 1}
+    assert set(twice.pop("run_kernel")) == {f for f in DEFS if f.startswith("frontends/")}
+    assert twice == {}
+
+
+def test_a_base_front_end_is_joined_without_its_entry():
+    text = build.template("progress")
+    assert "# ==== frontends/page_sets.py" in text and "# ==== frontends/progress.py" in text
+    assert text.count("def run_kernel(") == 1
+    assert "def page_set_kernel(" in text
 
 
 @pytest.mark.parametrize("f", sorted(f for f in DEFS if f.startswith("frontends/")))
@@ -106,7 +116,7 @@ def test_a_second_front_end_is_one_file(tmp_path, monkeypatch):
         "# FRONT-END `streams` (a test's stand-in)\n"
         "@_jit\ndef run_kernel(pst, est, wst, S, T, k, batch_size, t0):\n    return t0\n")
     monkeypatch.setattr(build, "PARTS_DIR", parts)
-    assert build.frontends() == ["page_sets", "streams"]
+    assert build.frontends() == ["page_sets", "progress", "streams"]
     one, two = build.template("page_sets"), build.template("streams")
     assert "# ==== frontends/streams.py" in two and "frontends/page_sets.py" not in two
     # every other part, joined before the front-end, is the same text

@@ -17,7 +17,7 @@ import pytest
 from uvmsim.cli import main as cli_main
 from uvmsim.groundtruth import (CAUSE_COLUMNS, CAUSES, UM_DTYPE, RunError, attribute_records,
                                 counts_by_kernel, free_target_bytes, peak_live_managed_bytes,
-                                run)
+                                required_traffic, run, trace_bounds)
 from uvmsim.trace.builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -273,3 +273,19 @@ def test_cli_missing_command_and_trace_without_managed_memory(tmp_path, capsys):
     assert cli_main(["run", "--oversub", "2", "--footprint", "1GiB", "--lib",
                      str(tmp_path / "missing.so"), "--", "true"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_traffic_every_run_must_have_moved():
+    # 4 pages the CPU wrote, read by k1; k2 then touches those 4 and 6 pages more
+    b = TraceBuilder()
+    x = b.alloc(2 * MiB)
+    b.host_access(b.base(x), 4 * 4096, "write")
+    b.kernel("k1", reads=b.pages(x, 0, 4))
+    b.kernel("k2", reads=b.pages(x, 0, 10))
+    bd = trace_bounds(b.build())
+    assert bd[["U", "H", "G"]].values.tolist() == [[4, 4, 0], [10, 0, 4]]
+    # unlimited memory: the 4 host pages once, nothing evicted
+    assert required_traffic(bd, 1 << 30) == (4 * 4096, 0)
+    # 2 pages of memory: k2 finds at most 2 of its 4 GPU pages resident, so 2 come back in;
+    # k1 cannot keep its 4, k2 its 10: 2 + 8 pages evicted
+    assert required_traffic(bd, 2 * 4096) == (6 * 4096, 10 * 4096)

@@ -155,15 +155,27 @@ def test_evict_ns_and_dtoh_bandwidth_charge_evictions_only_when_set():
 
 
 def test_new_constants_leave_every_calibrated_preset_time_unchanged():
-    # only the oversubscription fit sets them, and its sources say where from
+    # only the oversubscription fit sets them, and its sources say where from; a constant a
+    # fit looked at and drove to 0 says so ("not identified")
+    fits = {(H200_PCIE5_FIT, "evict_ns"): "validation.md",
+            (H200_PCIE5_FIT, "zero_fill_ns"): "validation.md",
+            (uvmsim.config.H100_PCIE5_FIT, "zero_fill_ns"): "probes"}
     for hw in uvmsim.config.PRESETS.values():
         src = dict(hw.sources)
         for k in ("evict_ns", "dtoh_bw_gbps", "host_fault_ns", "zero_fill_ns"):
-            fitted = hw is H200_PCIE5_FIT and k in ("evict_ns", "zero_fill_ns")
-            assert ("validation.md" in src[k]) == fitted, (hw.name, k)
+            fitted = (hw, k) in fits
+            assert fitted == any(w in src[k] for w in ("validation.md", "fit split of the")), \
+                (hw.name, k)
+            if fitted:
+                assert fits[(hw, k)] in src[k], (hw.name, k)
             if k != "zero_fill_ns":
                 assert (getattr(hw, k) > 0) == fitted, (hw.name, k)
-                assert fitted or "uncalibrated" in src[k], (hw.name, k)
+                assert fitted or "uncalibrated" in src[k] or "not identified" in src[k], \
+                    (hw.name, k)
+        # the per-migrated-page cost: only the probes' fit of the H100 sets it
+        fitted = hw is uvmsim.config.H100_PCIE5_FIT
+        assert (hw.migrate_page_ns > 0) == fitted, hw.name
+        assert fitted == ("probes" in src.get("migrate_page_ns", "")), hw.name
 
 
 # ---------------------------------------------------------------- thrashing
@@ -265,15 +277,22 @@ def test_h200_model_switches_host_access_on_and_overrides_win():
 
 
 def test_model_registry_and_validation():
-    assert set(MODELS) == {"contract", "h200"} and get_model() is CONTRACT
+    assert set(MODELS) == {"contract", "h200", "h100"} and get_model() is CONTRACT
     assert not any((CONTRACT.slices, CONTRACT.host_access, CONTRACT.thrashing))
     assert H200.hardware is H200_PCIE5_FIT and H200.fault_batch_size == 256
     # the fit changed only what the factor-1 calibration could not measure
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
         assert getattr(H200_PCIE5_FIT, k) == getattr(H200_PCIE5, k), k
     assert H200_PCIE5_FIT.evict_ns > 0 and H200_PCIE5.evict_ns == 0
+    # the H100's: its calibrated link, the probes' fit only adding the zero-fill and
+    # per-migrated-page costs
+    h100 = MODELS["h100"]
+    assert h100.hardware is uvmsim.config.H100_PCIE5_FIT and h100.fault_batch_size == 64
+    for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
+        assert getattr(h100.hardware, k) == getattr(uvmsim.config.H100_PCIE5, k), k
+    assert h100.host_access and h100.shared_windows and not CONTRACT.shared_windows
     with pytest.raises(uvmsim.ConfigError, match="unknown model"):
-        get_model("h100")
+        get_model("h300")
     with pytest.raises(uvmsim.ConfigError, match="fault_batch_size"):
         Model(fault_batch_size=0)
     with pytest.raises(uvmsim.ConfigError, match="thrashing parameter"):

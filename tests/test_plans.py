@@ -26,10 +26,17 @@ from uvmsim.trace import trace_from_tables
 from uvmsim.trace.builder import TraceBuilder
 
 from helpers import MiB, examples
-from strategies_uvm import programs
+from uvmsim.testing.strategies import programs as _programs
 from test_reference_diff import assert_same
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def programs(**kw):
+    """The kit's generated programs as their TraceBuilders: the plan entries below are drawn
+    over a builder's allocations and kernels."""
+    return _programs(**kw).map(lambda p: p.builder())
+
 PROPS = settings(max_examples=examples(30), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PAGE = 4096

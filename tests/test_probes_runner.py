@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -118,31 +119,56 @@ def test_traces_are_packed_under_the_size_limit_and_too_large_ones_left_out(tmp_
     assert names == [["a.uvmtrace", "b.uvmtrace"], ["c.uvmtrace"]]
 
 
-def test_probe_table_and_hypotheses_from_rows():
+def test_probe_table_from_rows():
     base = {c: 0 for c in probes.PROBE_COLUMNS}
     rows = []
-    for f, htod, dtoh, mapped in ((1.0, 256 * MiB, 0, 0), (2.0, 128 * MiB, 0, 32768)):
-        rows.append(dict(base, probe="host_read_stream", factor=f, status="ok", real_s=0.05 * f,
-                         htod_bytes=htod, dtoh_bytes=dtoh, capacity_bytes=int(256 * MiB / f),
-                         footprint_bytes=256 * MiB, cpu_mapped_end=mapped, pages_end=65536,
-                         model="h200", replay_s=0.04 * f * f, replay_faults=10,
-                         replay_htod_bytes=htod, replay_dtoh_bytes=dtoh,
-                         replay_evicted_chunks=0))
-    rows.append(dict(base, probe="evict_order", factor=1.0, status="failed", model="h200"))
+    for v in ("h200", "contract"):
+        for f, htod, dtoh, mapped in ((1.0, 256 * MiB, 0, 0), (2.0, 128 * MiB, 0, 32768)):
+            rows.append(dict(base, probe="host_read_stream", factor=f, status="ok",
+                             real_s=0.05 * f, htod_bytes=htod, dtoh_bytes=dtoh,
+                             capacity_bytes=int(256 * MiB / f), footprint_bytes=256 * MiB,
+                             cpu_mapped_end=mapped, pages_end=65536, variant=v, model=v,
+                             replay_s=(0.04 if v == "h200" else 0.02) * f * f,
+                             replay_faults=10, replay_htod_bytes=htod, replay_dtoh_bytes=dtoh,
+                             replay_evicted_chunks=0 if f == 1 else (7 if v == "h200" else 9),
+                             required_htod_bytes=300 * MiB, required_dtoh_bytes=0))
+        rows.append(dict(base, probe="evict_order", factor=1.0, status="failed", variant=v,
+                         model=v))
     df = pd.DataFrame(rows)
     df["real_slowdown"] = df["real_s"] / 0.05
-    df["replay_slowdown"] = df["replay_s"] / 0.04
-    md = analyze.markdown(df, "h200")
-    lines = md.strip().splitlines()
-    assert len(lines) == 2 + 3 and all(x.count("|") == lines[0].count("|") for x in lines)
-    assert "| host_read_stream | 2 | 100.0 | 160.0 | 2.00 | 4.00 |" in md and "50%" in md
-    assert "| evict_order | 1 | failed |" in md
-    kern = pd.DataFrame([{"probe": "evict_order", "factor": 1.25, "k": 80,
-                          "name": "k_ev_probe_first", "duration_ns": 50_000,
-                          "htod_bytes": 2 * MiB}])
-    hyp = analyze.hypotheses(df, kern)
-    assert "host_read_stream f2: 50% of A still mapped on the CPU" in hyp
-    assert "evict_order f1.25 k_ev_probe_first: HtoD 2.00 MiB" in hyp
+    df["replay_slowdown"] = df["replay_s"] / np.where(df["variant"] == "h200", 0.04, 0.02)
+    md = analyze.markdown(df, ["h200", "contract"])
+    t1, t2 = md.strip().split("\n\n")
+    for t in (t1, t2):
+        lines = t.splitlines()
+        assert all(x.count("|") == lines[0].count("|") for x in lines)
+    # time: real against each variant's kernel time, slowdown and evictions
+    assert ("| host_read_stream | 2 | 100.0 (2.00) | 160.0 (4.00) [7] | 80.0 (4.00) [9] |"
+            in t1)
+    assert "| evict_order | 1 | failed |" in t1
+    # traffic: CUPTI's bytes beside what the run must have moved; the CPU-mapped share
+    assert "| host_read_stream | 2 | 0 | 10 | 128 (0 / 0) | 300 | 128 |" in t2 and "50%" in t2
+
+
+def test_hypotheses_decide_from_rows():
+    base = {c: 0 for c in probes.PROBE_COLUMNS}
+    runs = [dict(base, probe="evict_order", factor=f, status="ok") for f in (1.25, 1.5)]
+    kern = []
+    for f in (1.25, 1.5):
+        kern += [dict(probe="evict_order", factor=f, k=0, name="k_ev_fill", duration_ns=1000,
+                      htod_bytes=0, dtoh_eviction_bytes=65536),
+                 dict(probe="evict_order", factor=f, k=1, name="k_ev_probe_first",
+                      duration_ns=15_000, htod_bytes=0, dtoh_eviction_bytes=0),
+                 dict(probe="evict_order", factor=f, k=2, name="k_ev_probe_second",
+                      duration_ns=800_000, htod_bytes=65536, dtoh_eviction_bytes=0)]
+    hyp = analyze.hypotheses(pd.DataFrame(runs), pd.DataFrame(kern))
+    assert "## H6" in hyp and "**Refuted: the order is the last residency change" in hyp
+    # block 0 evicted instead: the rows do not refute first arrival
+    for k in kern:
+        if k["name"] == "k_ev_probe_first":
+            k["htod_bytes"] = 2 * MiB
+    hyp = analyze.hypotheses(pd.DataFrame(runs), pd.DataFrame(kern))
+    assert "**Not refuted by these rows.**" in hyp.split("## H6")[1]
 
 
 def test_run_json_keeps_the_probe_lines_and_status(fake):
@@ -153,3 +179,30 @@ def test_run_json_keeps_the_probe_lines_and_status(fake):
     r = json.load(gzip.open(fake["work"] / "runs" / "host_read_stream__f1.json.gz"))
     assert r["status"] == "ok" and r["replay_trace"] == "host_read_stream"
     assert [x["t"] for x in r["probe_lines"]] == ["alloc", "maps", "attr", "phase", "phase"]
+
+
+figure = _load("probes_figure", ROOT / "benchmarks/probes/figure.py")
+
+
+def test_figure_errors_are_the_fits_medians_and_the_committed_figures_hold(tmp_path):
+    # two probes, each at f1 and f2: the slowdown is over the probe's own factor-1 run
+    runs = pd.DataFrame({"probe": ["a", "a", "b", "b"], "factor": [1, 2, 1, 2],
+                         "split": ["fit", "fit", "holdout", "holdout"],
+                         "real_ms": [10.0, 40.0, 5.0, 10.0],
+                         "predicted_ms": [20.0, 40.0, 5.0, 40.0]})
+    df = figure.with_slowdowns(runs)
+    assert df["real_slowdown"].tolist() == [1.0, 4.0, 1.0, 2.0]
+    assert df["predicted_slowdown"].tolist() == [1.0, 2.0, 1.0, 8.0]
+    e = figure.errors(df)
+    assert e["fit"]["f1_median_x"] == pytest.approx(2.0)
+    assert e["fit"]["slowdown_median_x"] == pytest.approx(2.0)
+    assert e["holdout"]["slowdown_median_x"] == pytest.approx(4.0)
+    assert e["holdout"]["slowdown_within_2x"] == 0.0
+    with pytest.raises(SystemExit, match="no factor-1 run"):
+        figure.with_slowdowns(runs[runs["factor"] == 2])
+    # the committed fit: the holdout errors docs/model.md quotes for h100
+    h = figure.errors(figure.with_slowdowns(
+        pd.read_csv(ROOT / "benchmarks/probes/results/timefit_migrate_runs.csv")))["holdout"]
+    assert (round(h["f1_median_x"], 2), round(h["slowdown_median_x"], 2)) == (1.11, 1.10)
+    assert figure.main(["--out", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").stat().st_size > 10_000

@@ -73,11 +73,15 @@ options = st.fixed_dictionaries({
     "remote": st.sampled_from([None, "driver", "uvmsmart"]),
     "advise": st.booleans(),
     "access_counter_threshold": st.sampled_from([1, 2, 256]),
+    # allocations sharing 2 MiB windows as one VA range (programs drawn packed share some)
+    "shared_windows": st.booleans(),
 })
+# programs whose allocations have their own windows, or are packed into shared ones
+any_programs = st.booleans().flatmap(lambda packed: programs(v11=True, packed=packed))
 
 
 @SLOW
-@given(prog=programs(v11=True), kw=common, opts=options, tr=translations,
+@given(prog=any_programs, kw=common, opts=options, tr=translations,
        pf=st.sampled_from(["density", "none", "2m"]), ev=st.sampled_from(["lru2m", "lfu2m"]),
        small=st.booleans())
 def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev, small):
@@ -94,8 +98,9 @@ def test_engine_equals_reference_with_model_options(prog, kw, opts, tr, pf, ev, 
 
 @settings(max_examples=examples(10), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(progs=st.lists(programs(max_ops=6, v11=True), min_size=1, max_size=3), kw=common,
-       opts=options, tr=translations)
+@given(progs=st.lists(st.booleans().flatmap(
+           lambda packed: programs(max_ops=6, v11=True, packed=packed)), min_size=1, max_size=3),
+       kw=common, opts=options, tr=translations)
 def test_multi_tenant_engine_equals_reference_with_model_options(progs, kw, opts, tr):
     traces = [p.build() for p in progs]
     a = simulate_multi(traces, translation=tr, **opts, **kw)

@@ -249,7 +249,8 @@ def test_every_setting_has_a_cli_flag():
             else:
                 assert m["none"], f.name
     assert {"--access-counter-penalty", "--remote-access-ns", "--capacity-chunks",
-            "--seed", "--plan"} <= seen
+            "--seed", "--plan", "--block-progress", "--fault-latency-ns",
+            "--shared-windows"} <= seen
     assert set(OPTION_NAMES) <= {f.name for f in dataclasses.fields(Model)}
     # sweep: the same settings, its grid axes as lists, and a file of scenarios
     assert {"--remote-access-ns", "--seed", "--thrashing", "--models", "--scenarios",
@@ -268,13 +269,17 @@ def test_cli_flags_reach_the_scenario(tmp_path):
     s = _cli_scenario("--model", "h200", "--capacity-chunks", "9", "--evict", "random2m",
                       "--prefetch-param", "threshold=60", "--seed", "5", "--remote",
                       "uvmsmart", "--access-counter-penalty", "3", "--remote-access-ns",
-                      "50", "--translation", "walkers=4", "--thrashing", "--no-host-access")
+                      "50", "--translation", "walkers=4", "--thrashing", "--no-host-access",
+                      "--shared-windows")
     assert s == Scenario(model="h200", capacity_chunks=9, evict="random2m", seed=5,
                          prefetch_params={"threshold": 60}, translation={"walkers": 4},
                          options={
                              "remote": "uvmsmart", "access_counter_penalty": 3.0,
                              "remote_access_ns": 50.0, "thrashing": True,
-                             "host_access": False})
+                             "host_access": False, "shared_windows": True})
+    assert _cli_scenario("--model", "h100", "--block-progress", "--fault-latency-ns",
+                         "300") == Scenario(model="h100", options={
+                             "block_progress": True, "fault_latency_ns": 300.0})
     assert _cli_scenario() == Scenario()
     f = tmp_path / "s.json"
     f.write_text(s.to_json())
@@ -401,3 +406,23 @@ def test_sweep_keys_a_plan_by_its_content(traces, plan_file, tmp_path):
     other2.save(moved, overwrite=True)
     ids.add(cell_id("t", Scenario(oversub=2.0, plan=str(moved)), None))
     assert len(ids) == 2
+
+
+@pytest.mark.parametrize("opts", [{"block_progress": True, "fault_latency_ns": 300.0},
+                                  {"shared_windows": True}])
+def test_newer_options_equal_with_and_without_a_scenario(opts):
+    """The progress front-end and shared windows reach the replay from a Scenario as from
+    keywords (and change it: a v1.2 trace whose blocks stall, allocations sharing windows)."""
+    t = synth.make("grid_stride_fill", footprint_bytes=4 << 20, grid=32, block=256,
+                   sm_count=2, max_blocks_per_sm=4, kernels=2)
+    sc = Scenario(oversub=1.5, options=opts)
+    kw = uvmsim.simulate(t, oversub=1.5, **opts)
+    given = uvmsim.simulate(t, sc)
+    assert given.summary == kw.summary and given.config == kw.config
+    for k in opts:
+        assert given.config["scenario"]["options"][k] == opts[k]
+    if "block_progress" in opts:
+        assert given.config["block_progress"] and given.config["fault_latency_ns"] == 300.0
+        assert given.summary != uvmsim.simulate(t, oversub=1.5).summary
+    else:
+        assert given.config["shared_windows"] is True

@@ -20,15 +20,16 @@ def test_search_recovers_constants_of_a_linear_time_model():
     n = 40
     comp = np.zeros((n, 1 + len(fit.LINEAR)))
     comp[:, 0] = rng.uniform(0.01, 0.1, n)                   # compute seconds
-    comp[:, 1:] = rng.uniform(0, 1e-6, (n, len(fit.LINEAR))) * rng.integers(0, 2, (n, 7))
+    comp[:, 1:] = (rng.uniform(0, 1e-6, (n, len(fit.LINEAR)))
+                   * rng.integers(0, 2, (n, len(fit.LINEAR))))
     true = {"batch_ns": 50_000.0, "fault_ns": 300.0, "transfer_latency_ns": 2_000.0,
             "inv_bw": 1 / 50.0, "evict_ns": 20_000.0, "zero_fill_ns": 100.0,
-            "host_fault_ns": 5_000.0}
+            "host_fault_ns": 5_000.0, "migrate_page_ns": 250.0}
     theta = np.array([true[k] for k in fit.LINEAR])
     real = comp[:, 0] + comp[:, 1:] @ theta
     base = np.repeat(np.arange(0, n, 4), 4)                  # every 4th run is a factor-1 run
-    free = ("evict_ns", "zero_fill_ns")
-    start = dict(true, evict_ns=1_000.0, zero_fill_ns=1.0)
+    free = ("evict_ns", "zero_fill_ns", "migrate_page_ns")
+    start = dict(true, evict_ns=1_000.0, zero_fill_ns=1.0, migrate_page_ns=10.0)
     got = fit.search(comp, real, np.zeros(n, bool), base, start, free)
     for k in free:
         assert got[k] == pytest.approx(true[k], rel=0.06), k
@@ -63,3 +64,55 @@ def test_stored_validation_results_agree_with_the_runs_and_the_doc():
     # the doc's table is what the stored rows give
     doc = (ROOT / "docs/validation.md").read_text()
     assert fit.markdown_summary(df) in doc
+
+
+def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, monkeypatch,
+                                                                      capsys):
+    from uvmsim.trace import synth
+    MiB = 1 << 20
+    (tmp_path / "traces").mkdir()
+    for w in ("stream", "mlp_pca"):
+        synth.write("sequential", tmp_path / "traces" / f"{w}.uvmtrace",
+                    footprint_bytes=16 * MiB, kernels=2)
+    rows = []
+    # the H200's runs in results/, the H100's in their card's folder (validate.py --results)
+    for w, kind, gpu, f in (("stream", "cuda", "NVIDIA H200", 1), ("stream", "cuda", "NVIDIA H200", 2),
+                            ("stream", "cuda", "NVIDIA H100 80GB HBM3", 1),
+                            ("mlp_pca", "torch", "", 1)):
+        rows.append({"workload": w, "kind": kind, "factor": f, "real_s": 0.01 * f,
+                     "censored": "false", "faults": 1 if f == 1 else None,
+                     "htod_bytes": 4 * MiB if f == 1 else None, "dtoh_bytes": 0,
+                     "free_bytes": int(32 * MiB / f), "reserve_bytes": 16 * MiB,
+                     "split": "fit", "card": gpu})
+    (tmp_path / "results" / "h100").mkdir(parents=True)
+    df = pd.DataFrame(rows)
+    h100 = df["card"].str.contains("H100")
+    df[~h100].to_csv(tmp_path / "results" / "real_runs.csv", index=False)
+    df[h100].to_csv(tmp_path / "results" / "h100" / "real_runs.csv", index=False)
+    monkeypatch.setattr(fit, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(fit, "TRACES", tmp_path / "traces")
+    monkeypatch.setattr(fit, "_TRACES", {})
+    monkeypatch.setattr(fit, "_BOUNDS", {})
+    runs = fit.load_runs("cuda=4")
+    cap = dict(zip(zip(runs["workload"], runs["card"], runs["factor"]), runs["capacity_bytes"]))
+    # CUDA rows lose the context's 4 MiB; PyTorch rows (and runs from before the card column,
+    # the H200's) their measured reserve
+    assert cap[("stream", "h200", 2)] == 16 * MiB - 4 * MiB
+    assert cap[("stream", "h100", 1)] == 32 * MiB - 4 * MiB
+    assert cap[("mlp_pca", "h200", 1)] == 32 * MiB - 16 * MiB
+    assert fit.load_runs("cuda=reserve")["capacity_bytes"].max() == 32 * MiB - 16 * MiB
+    df = fit.predict(runs, fit.model_maker("auto", {}, {}))
+    assert dict(zip(df["card"], df["model"])) == {"h200": "h200", "h100": "h100"}
+    # each card's slowdown is over its own factor-1 run
+    h200 = df[(df["workload"] == "stream") & (df["card"] == "h200")].set_index("factor")
+    assert h200.loc[2, "real_slowdown"] == pytest.approx(2.0)
+    # beside CUPTI's bytes, what the run must have moved: a fresh synthetic trace has no host
+    # data, and 32 MiB of memory hold its 16 MiB
+    one = df[df["real_htod_bytes"].notna()]
+    assert (one["required_htod_bytes"] == 0).all() and (one["required_dtoh_bytes"] == 0).all()
+    # the synthetic trace names no card: its H100 rows replay another card's durations
+    assert "stream was traced on h200, its h100 runs" in capsys.readouterr().err
+    forced = fit.predict(runs, fit.model_maker("contract", {"slices": True}, {}))
+    assert set(forced["model"]) == {"contract"}
+    with pytest.raises(SystemExit, match="not KIND=MiB"):
+        fit.parse_context("cuda=four")

@@ -22,6 +22,7 @@ import json
 import math
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,13 @@ KiB = 1024
 # CUpti_ActivityUnifiedMemoryMigrationCause, in the `flags` of transfer records
 CAUSE = {0: "unknown", 1: "user", 2: "coherence", 3: "prefetch", 4: "eviction",
          5: "access_counters"}
+
+
+# The constants the h100-pcie5 preset had before any calibration (UVMSmart's, for an H100 on
+# PCIe 5): the transfer fit's starting point and the "preset" column the tables compare with
+UVMSMART_ESTIMATE = SimpleNamespace(batch_ns=45_000.0, fault_ns=500.0,
+                                    transfer_latency_ns=1_000.0, bw_peak_gbps=48.0,
+                                    bw_b=0.07292)
 
 
 def _jsonl(p: Path) -> list[dict]:
@@ -108,7 +116,7 @@ def run_analysis(res: Path) -> int:
     from scipy.optimize import nnls
     res = Path(res)
     tr, info, kern, memcpy, pref, kact, um = load(res)
-    hw0 = uvmsim.get_hardware("h100-pcie5")
+    hw0 = UVMSMART_ESTIMATE
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 40)
     print(f"GPU {info['gpu']} (cc {info['cc']}), CUDA driver API {info['driver_api']}, "

@@ -1,20 +1,27 @@
 """Replay the validation workloads against their real oversubscribed runs; fit and report.
 
-    python benchmarks/validate/fit.py predict [--model h200] [--split all|fit|holdout]
-    python benchmarks/validate/fit.py fit              # fit the h200 constants on the fit split
-    python benchmarks/validate/fit.py report           # validation.csv + figure + error table
+    python benchmarks/validate/fit.py predict [--model auto|NAME] [--split all|fit|holdout]
+    python benchmarks/validate/fit.py fit [--card h200]   # fit a card's constants on the fit split
+    python benchmarks/validate/fit.py report              # validation.csv + figure + error table
 
 Traces come from benchmarks/validate/traces/ (regenerate with
-`STEPS=trace bash benchmarks/validate/run_device.sh`); real runs from results/real_runs.csv.
-A run's replay capacity is what the balloon left free for managed data:
-free_bytes - reserve_bytes (docs/groundtruth.md). Times compared are kernel times: the real
+`STEPS=trace bash benchmarks/validate/run_device.sh`); real runs from results/real_runs.csv
+and each card's results folder (results/h100/real_runs.csv, validate.py --results), one row
+per workload, factor and card (its `card` column: the GPU's name). Each row is replayed with its
+card's model (`--model auto`, the default: CARD_MODELS, h100 for H100 rows, h200 for H200
+ones) or with the one `--model` names. A run's replay capacity is what the driver had for
+managed data: free_bytes less the context (`--context`, default cuda=4: the driver probes
+measured 2-4 MiB, docs/model.md) or less the measured reserve (torch, whose reserve holds
+PyTorch's own allocations; docs/groundtruth.md). Times compared are kernel times: the real
 sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
+`--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
+traces recorded on that card): its runs are read and its fit.json and validation.csv written.
 docs/validation.md describes the method and shows the results.
 """
 from __future__ import annotations
 
 import argparse
-import itertools
+import dataclasses
 import json
 import math
 import sys
@@ -27,10 +34,13 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parents[1] / "src"))
+sys.path.insert(0, str(HERE))
 
 from uvmsim import simulate  # noqa: E402
-from uvmsim.config import get_model, model_from_constants  # noqa: E402
+from uvmsim.config import Model, get_model, model_from_constants  # noqa: E402
+from uvmsim.groundtruth import required_traffic, trace_bounds  # noqa: E402
 from uvmsim.trace import load_trace  # noqa: E402
+from cards import card_of  # noqa: E402  (benchmarks/validate/cards.py)
 
 TRACES = HERE / "traces"
 RESULTS = HERE / "results"
@@ -38,35 +48,69 @@ CSV_COLUMNS = ["workload", "kind", "pattern", "factor", "split", "real_s", "real
                "real_base_s", "predicted_s", "predicted_base_s", "real_slowdown",
                "predicted_slowdown", "ratio", "slowdown_ratio", "real_faults", "predicted_faults",
                "real_htod_bytes", "predicted_htod_bytes", "real_dtoh_bytes",
-               "predicted_dtoh_bytes", "capacity_bytes"]
+               "predicted_dtoh_bytes", "capacity_bytes", "card", "model",
+               "required_htod_bytes", "required_dtoh_bytes"]
+#: the model each card's rows are replayed with under --model auto
+CARD_MODELS = {"h100": "h100", "h200": "h200"}
+MiB = 1 << 20
+DEFAULT_CONTEXT = "cuda=4"
 
 
-def load_runs() -> pd.DataFrame:
-    """Real runs that finished or were censored (a run that failed to start has no time)."""
-    runs = pd.read_csv(RESULTS / "real_runs.csv")
+def parse_context(spec: str) -> dict[str, int | None]:
+    """'cuda=4,torch=reserve' -> {kind: context bytes, or None for the measured reserve}."""
+    out: dict[str, int | None] = {}
+    for part in (x.strip() for x in spec.split(",") if x.strip()):
+        kind, _, v = part.partition("=")
+        try:
+            out[kind] = None if v == "reserve" else int(float(v) * MiB)
+        except ValueError:
+            raise SystemExit(f"--context {spec!r}: {part!r} is not KIND=MiB or KIND=reserve")
+    return out
+
+
+def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
+    """Real runs that finished or were censored (a run that failed to start has no time),
+    with their card and the capacity their replay gets."""
+    paths = [RESULTS / "real_runs.csv"] + sorted(RESULTS.glob("*/real_runs.csv"))
+    runs = pd.concat([pd.read_csv(p) for p in paths if p.exists()], ignore_index=True)
     wl = pd.read_csv(HERE / "workloads.csv")[["workload", "pattern"]]
     runs = runs.merge(wl, on="workload")
     runs = runs[runs["real_s"].notna()].copy()
     runs["censored"] = runs["censored"].astype(str).str.lower() == "true"
-    runs["capacity_bytes"] = runs["free_bytes"] - runs["reserve_bytes"]
-    return runs.sort_values(["workload", "factor"]).reset_index(drop=True)
+    gpu = runs["card"] if "card" in runs else pd.Series("", index=runs.index)
+    runs["card"] = [card_of("" if g != g else str(g)) for g in gpu]
+    ctx = parse_context(context)
+    runs["capacity_bytes"] = [
+        int(f) - (int(r) if ctx.get(k) is None else ctx[k])
+        for f, r, k in zip(runs["free_bytes"], runs["reserve_bytes"], runs["kind"])]
+    return runs.sort_values(["workload", "card", "factor"]).reset_index(drop=True)
 
 
 _TRACES: dict[str, object] = {}
 
 
-def trace_of(name: str):
+_WARNED: set[tuple[str, str]] = set()
+
+
+def trace_of(name: str, card: str | None = None):
     if name not in _TRACES:
         p = TRACES / f"{name}.uvmtrace"
         if not p.exists():
             raise SystemExit(f"{p}: missing; record it with "
                              f"STEPS=trace WORKLOADS={name} bash benchmarks/validate/run_device.sh")
         _TRACES[name] = load_trace(p)
-    return _TRACES[name]
+    t = _TRACES[name]
+    traced = card_of(str(t.manifest.get("source", {}).get("gpu", "")))
+    if card is not None and traced != card and (name, card) not in _WARNED:
+        # the kernels' durations (the replay's compute time) are the recording card's
+        _WARNED.add((name, card))
+        print(f"warning: {name} was traced on {traced}, its {card} runs replay its "
+              f"{traced} kernel durations", file=sys.stderr)
+    return t
 
 
-def replay(name: str, capacity_bytes: int, model) -> dict:
-    r = simulate(trace_of(name), model=model, capacity_bytes=int(capacity_bytes))
+def replay(name: str, capacity_bytes: int, model, card: str | None = None) -> dict:
+    r = simulate(trace_of(name, card), model=model, capacity_bytes=int(capacity_bytes))
     k = r.kernels
     return {"predicted_s": float(k["sim_ns"].sum()) / 1e9,
             "predicted_faults": int(r.summary["faults"]),
@@ -75,19 +119,37 @@ def replay(name: str, capacity_bytes: int, model) -> dict:
             + int(r.summary["dtoh_bytes_api_prefetch"]) + int(r.extra["dtoh_bytes_host"])}
 
 
-def predict(runs: pd.DataFrame, model) -> pd.DataFrame:
+_BOUNDS: dict[str, pd.DataFrame] = {}
+
+
+def predict(runs: pd.DataFrame, model_for) -> pd.DataFrame:
+    """Every run replayed with the model `model_for(card)` gives its card (model_maker)."""
     rows = []
     for _, r in runs.iterrows():
-        p = replay(r["workload"], r["capacity_bytes"], model)
-        rows.append({"workload": r["workload"], "kind": r["kind"], "pattern": r["pattern"],
-                     "factor": r["factor"], "split": r["split"], "real_s": r["real_s"],
-                     "real_censored": bool(r["censored"]), "real_faults": r["faults"],
-                     "real_htod_bytes": r["htod_bytes"], "real_dtoh_bytes": r["dtoh_bytes"],
-                     "capacity_bytes": int(r["capacity_bytes"]), **p})
+        m = model_for(r["card"])
+        p = replay(r["workload"], r["capacity_bytes"], m, r["card"])
+        row = {"workload": r["workload"], "kind": r["kind"], "pattern": r["pattern"],
+               "factor": r["factor"], "split": r["split"], "real_s": r["real_s"],
+               "real_censored": bool(r["censored"]), "real_faults": r["faults"],
+               "real_htod_bytes": r["htod_bytes"], "real_dtoh_bytes": r["dtoh_bytes"],
+               "capacity_bytes": int(r["capacity_bytes"]), "card": r["card"],
+               "model": m.name, **p}
+        if r["htod_bytes"] == r["htod_bytes"]:
+            # CUPTI's counts are lower bounds (docs/model.md, 8): beside them, what the run
+            # must have moved
+            if r["workload"] not in _BOUNDS:
+                _BOUNDS[r["workload"]] = trace_bounds(trace_of(r["workload"]))
+            row["required_htod_bytes"], row["required_dtoh_bytes"] = required_traffic(
+                _BOUNDS[r["workload"]], int(r["free_bytes"]))
+        rows.append(row)
     df = pd.DataFrame(rows)
-    base = df[df["factor"] == 1].set_index("workload")
-    df["real_base_s"] = df["workload"].map(base["real_s"])
-    df["predicted_base_s"] = df["workload"].map(base["predicted_s"])
+    for c in ("required_htod_bytes", "required_dtoh_bytes"):
+        if c not in df:
+            df[c] = np.nan
+    base = df[df["factor"] == 1].set_index(["workload", "card"])
+    key = list(zip(df["workload"], df["card"]))
+    df["real_base_s"] = [base["real_s"].get(k, np.nan) for k in key]
+    df["predicted_base_s"] = [base["predicted_s"].get(k, np.nan) for k in key]
     df["real_slowdown"] = df["real_s"] / df["real_base_s"]
     df["predicted_slowdown"] = df["predicted_s"] / df["predicted_base_s"]
     df["ratio"] = df["predicted_s"] / df["real_s"]
@@ -125,11 +187,12 @@ def fmt(e: dict) -> str:
 # 1 / bw). The fit replays each run once per constant with that constant at 1 and the others
 # at 0, then searches the constants on those components: no replay per trial.
 LINEAR = ("batch_ns", "fault_ns", "transfer_latency_ns", "inv_bw", "evict_ns",
-          "zero_fill_ns", "host_fault_ns")
+          "zero_fill_ns", "host_fault_ns", "migrate_page_ns")
 # the link bandwidth was measured directly (3.7 % rms over 94,000 migrations,
 # docs/calibration.md) and stays fixed; the others are searched inside physical bounds
 BOUNDS = {"batch_ns": (1e3, 1e6), "fault_ns": (1.0, 1e4), "transfer_latency_ns": (1e2, 1e5),
-          "evict_ns": (1.0, 1e6), "zero_fill_ns": (1.0, 1e3), "host_fault_ns": (1.0, 1e5)}
+          "evict_ns": (1.0, 1e6), "zero_fill_ns": (1.0, 1e3), "host_fault_ns": (1.0, 1e5),
+          "migrate_page_ns": (1.0, 1e4)}
 HUGE_BW = 1e12
 
 
@@ -148,7 +211,7 @@ def components(runs: pd.DataFrame, base) -> np.ndarray:
     """[compute, one column per LINEAR constant] per run, in seconds per unit; cached in
     benchmarks/out/ by the runs, the traces' sizes and the model."""
     import hashlib
-    key = hashlib.sha256(json.dumps([runs[["workload", "capacity_bytes"]].values.tolist(),
+    key = hashlib.sha256(json.dumps([runs[["workload", "card", "capacity_bytes"]].values.tolist(),
                                      [(TRACES / f"{w}.uvmtrace" / "accesses.parquet").stat()
                                       .st_size for w in runs["workload"]],
                                      base.to_dict()], default=str).encode()).hexdigest()[:16]
@@ -159,7 +222,7 @@ def components(runs: pd.DataFrame, base) -> np.ndarray:
     for j, which in enumerate(("compute",) + LINEAR):
         m = unit_model(base, which)
         for i, (_, r) in enumerate(runs.iterrows()):
-            out[i, j] = replay(r["workload"], r["capacity_bytes"], m)["predicted_s"]
+            out[i, j] = replay(r["workload"], r["capacity_bytes"], m, r["card"])["predicted_s"]
     out[:, 1:] -= out[:, :1]
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, out)
@@ -208,16 +271,85 @@ def fitted_constants(theta: dict, batch: int, free) -> dict:
     return c
 
 
+def model_maker(name: str, options: dict[str, bool], sets: dict[str, float]):
+    """card -> the Model its rows are replayed with: `name` (or the card's under "auto")
+    with the options switched and the constants set."""
+    cache: dict[str, Model] = {}
+
+    def make(card: str) -> Model:
+        if card not in cache:
+            if name == "auto" and card not in CARD_MODELS:
+                raise SystemExit(f"no model for card {card!r}: add it to CARD_MODELS or give "
+                                 "--model")
+            m = get_model(CARD_MODELS[card] if name == "auto" else name, **options)
+            if sets:
+                m = model_from_constants(sets, base=m, source="command line")
+            cache[card] = m
+        return cache[card]
+    return make
+
+
+def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
+    """The constants `--free` of one card's model, fitted on its fit-split runs."""
+    fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
+    if fitruns.empty:
+        raise SystemExit(f"no fit-split run on card {card!r}")
+    real = fitruns["real_s"].to_numpy()
+    cen = fitruns["censored"].to_numpy()
+    first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
+             if f == 1}
+    base_idx = np.array([first[w] for w in fitruns["workload"]])
+    hw = base_model.hardware
+    # a constant not searched keeps the model's value; a searched one starts where the
+    # search can move it (a constant at 0 would stay there on a log grid)
+    start = {"batch_ns": hw.batch_ns, "fault_ns": hw.fault_ns,
+             "transfer_latency_ns": hw.transfer_latency_ns, "inv_bw": 1 / hw.bw_peak_gbps,
+             "evict_ns": hw.evict_ns, "zero_fill_ns": hw.zero_fill_ns,
+             "host_fault_ns": hw.host_fault_ns, "migrate_page_ns": hw.migrate_page_ns}
+    floor = {"evict_ns": 1e3, "zero_fill_ns": 10.0, "host_fault_ns": 1e3,
+             "migrate_page_ns": 10.0}
+    start.update({k: max(start[k], floor[k]) for k in floor if k in a.free})
+    best = None
+    for batch in a.batches:
+        t = time.time()
+        base = get_model(base_model, fault_batch_size=batch)
+        comp = components(fitruns, base)
+        theta = search(comp, real, cen, base_idx, start, tuple(a.free))
+        for j, k in enumerate(LINEAR):
+            # a constant whose component is nil on every fit run is not identified by this
+            # split: it stays at the model's value
+            if k in a.free and not np.any(comp[:, 1 + j] > 1e-12):
+                theta[k] = getattr(hw, k)
+        v = comp_loss(np.array([theta[k] for k in LINEAR]), comp, real, cen, base_idx)
+        print(f"{card} fault_batch_size {batch}: loss {v:.3f} "
+              f"{fitted_constants(theta, batch, a.free)} ({time.time() - t:.0f} s)", flush=True)
+        if best is None or v < best[0]:
+            best = (v, batch, theta)
+    v, batch, theta = best
+    return {"loss": v, "split": "fit", "runs": int(len(fitruns)), "base_model": base_model.name,
+            "context": a.context,
+            "options": {f.name: getattr(base_model, f.name) for f in dataclasses.fields(Model)
+                        if isinstance(getattr(base_model, f.name), bool)},
+            "constants": fitted_constants(theta, batch, a.free)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=("predict", "fit", "report"))
-    ap.add_argument("--model", default="h200")
+    ap.add_argument("--model", default="auto",
+                    help="a registered model for every row, or auto: each card's "
+                         f"({', '.join(f'{c}: {m}' for c, m in CARD_MODELS.items())})")
     ap.add_argument("--split", default="all", choices=("all", "fit", "holdout"))
+    ap.add_argument("--card", default=None, help="only this card's rows (h100, h200, ...)")
+    ap.add_argument("--context", default=DEFAULT_CONTEXT,
+                    help="GPU memory the context takes from free_bytes, per kind of workload: "
+                         "KIND=MiB or KIND=reserve (the measured reserve); kinds not named "
+                         f"use their reserve (default {DEFAULT_CONTEXT})")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a model constant (model_from_constants keys)")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off",
-                    help="switch a model option (slices, host_access, thrashing, "
-                         "small_blocks)")
+                    help="switch a model option (any boolean of uvmsim.config.Model: slices, "
+                         "host_access, thrashing, small_blocks, ...)")
     ap.add_argument("--free", type=lambda v: v.split(","), default=list(BOUNDS),
                     help="constants the fit searches (default: all but the bandwidth); "
                          "the others keep the model's values")
@@ -237,21 +369,20 @@ def main() -> int:
             raise SystemExit(f"{name} {val}: not a folder")
     RESULTS = (a.results or RESULTS).resolve()
     TRACES = (a.traces or TRACES).resolve()
-    runs = load_runs()
-    if a.split != "all":
-        runs = runs[runs["split"] == a.split]
-    model = get_model(a.model, **{k: v == "on" for k, v in
-                                  (o.split("=", 1) for o in a.option)})
-    if a.set:
-        model = model_from_constants({k: float(v) for k, v in (s.split("=", 1) for s in a.set)},
-                                     base=model, source="command line")
+    runs = load_runs(a.context)
+    if a.card is not None:
+        runs = runs[runs["card"] == a.card]
+    options = {k: v == "on" for k, v in (o.split("=", 1) for o in a.option)}
+    sets = {k: float(v) for k, v in (x.split("=", 1) for x in a.set)}
+    model_for = model_maker(a.model, options, sets)
     if a.step == "predict":
         t = time.time()
-        df = predict(runs, model)
+        if a.split != "all":
+            runs = runs[runs["split"] == a.split]
+        df = predict(runs, model_for)
         pd.set_option("display.width", 250)
-        print(df[["workload", "factor", "split", "real_s", "predicted_s", "ratio",
-                  "slowdown_ratio",
-                  "real_faults", "predicted_faults", "real_htod_bytes",
+        print(df[["workload", "card", "factor", "split", "real_s", "predicted_s", "ratio",
+                  "slowdown_ratio", "real_faults", "predicted_faults", "real_htod_bytes",
                   "predicted_htod_bytes"]].to_string(float_format=lambda v: f"{v:.4g}"))
         for s in ("fit", "holdout"):
             if (df["split"] == s).any():
@@ -261,52 +392,25 @@ def main() -> int:
             df.to_csv(a.csv, index=False, float_format="%.6g")
             print(f"wrote {a.csv}")
     elif a.step == "fit":
-        fitruns = load_runs()
-        fitruns = fitruns[fitruns["split"] == "fit"].reset_index(drop=True)
-        real = fitruns["real_s"].to_numpy()
-        cen = fitruns["censored"].to_numpy()
-        first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
-                 if f == 1}
-        base_idx = np.array([first[w] for w in fitruns["workload"]])
-        hw = model.hardware
-        start = {"batch_ns": hw.batch_ns, "fault_ns": hw.fault_ns,
-                 "transfer_latency_ns": hw.transfer_latency_ns, "inv_bw": 1 / hw.bw_peak_gbps,
-                 "evict_ns": max(hw.evict_ns, 1e3), "zero_fill_ns": max(hw.zero_fill_ns, 10.0),
-                 "host_fault_ns": max(hw.host_fault_ns, 1e3)}
-        best = None
-        for batch in a.batches:
-            t = time.time()
-            base = get_model(model, fault_batch_size=batch)
-            comp = components(fitruns, base)
-            theta = search(comp, real, cen, base_idx, start, tuple(a.free))
-            for j, k in enumerate(LINEAR):
-                # a constant whose component is nil on every fit run is not identified by
-                # this split: it stays at the model's value
-                if k in a.free and not np.any(comp[:, 1 + j] > 1e-12):
-                    theta[k] = getattr(hw, k)
-            v = comp_loss(np.array([theta[k] for k in LINEAR]), comp, real, cen, base_idx)
-            print(f"fault_batch_size {batch}: loss {v:.3f} {fitted_constants(theta, batch, a.free)} "
-                  f"({time.time() - t:.0f} s)", flush=True)
-            if best is None or v < best[0]:
-                best = (v, batch, theta)
-        v, batch, theta = best
-        res = {"loss": v, "split": "fit", "runs": int(len(fitruns)),
-               "base_model": model.name,
-               "options": {k: getattr(model, k) for k in ("slices", "host_access", "thrashing",
-                                                              "small_blocks")},
-               "constants": fitted_constants(theta, batch, a.free)}
-        (RESULTS / "fit.json").write_text(json.dumps(res, indent=1) + "\n")
+        cards = [a.card] if a.card else sorted(runs.loc[runs["split"] == "fit", "card"].unique())
+        path = RESULTS / "fit.json"
+        old = json.loads(path.read_text()) if path.exists() else {}
+        # one file for every card: a call replaces only the cards it fits
+        res = {"cards": {**old.get("cards", {}),
+                         **{c: fit_card(c, runs, model_for(c), a) for c in cards}}}
+        path.write_text(json.dumps(res, indent=1) + "\n")
         print(json.dumps(res, indent=1))
     elif a.step == "report":
-        df = predict(load_runs(), model)
+        df = predict(runs, model_for)
         df.to_csv(RESULTS / "validation.csv", index=False, float_format="%.6g")
-        print(f"wrote {RESULTS / 'validation.csv'} ({len(df)} runs, model {model.name})")
+        names = ", ".join(sorted(set(df["model"])))
+        print(f"wrote {RESULTS / 'validation.csv'} ({len(df)} runs, models {names})")
         print(markdown_summary(df))
         print()
         print(markdown_rows(df))
         print()
         print(markdown_counters(df))
-        plot(df, HERE.parents[1] / "docs" / "img" / "validation.png", model.name)
+        plot(df, HERE.parents[1] / "docs" / "img" / "validation.png", names)
     return 0
 
 
@@ -336,16 +440,20 @@ def markdown_rows(df: pd.DataFrame) -> str:
 
 
 def markdown_counters(df: pd.DataFrame) -> str:
-    """Runs with CUPTI unified-memory counters: real against replayed traffic."""
+    """Runs with CUPTI unified-memory counters: real against replayed traffic, and what the
+    run must have moved (required_traffic): CUPTI below it lost records."""
     d = df[df["real_htod_bytes"].notna()]
-    lines = ["| workload | factor | CUPTI GPU fault groups | replayed faults | real HtoD GB | "
-             "replayed HtoD GB | real DtoH GB | replayed DtoH GB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| workload | card | factor | CUPTI GPU fault groups | replayed faults | CUPTI HtoD GB | "
+             "required HtoD GB | replayed HtoD GB | CUPTI DtoH GB | required DtoH GB | "
+             "replayed DtoH GB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    g = lambda v: "" if v != v else f"{v / 1e9:.2f}"  # noqa: E731
     for _, r in d.iterrows():
-        lines.append(f"| {r['workload']} | {r['factor']:g} | {r['real_faults']:.0f} | "
-                     f"{r['predicted_faults']} | {r['real_htod_bytes'] / 1e9:.2f} | "
-                     f"{r['predicted_htod_bytes'] / 1e9:.2f} | {r['real_dtoh_bytes'] / 1e9:.2f} | "
-                     f"{r['predicted_dtoh_bytes'] / 1e9:.2f} |")
+        lines.append(f"| {r['workload']} | {r['card']} | {r['factor']:g} | {r['real_faults']:.0f} | "
+                     f"{r['predicted_faults']} | {g(r['real_htod_bytes'])} | "
+                     f"{g(r['required_htod_bytes'])} | {g(r['predicted_htod_bytes'])} | "
+                     f"{g(r['real_dtoh_bytes'])} | {g(r['required_dtoh_bytes'])} | "
+                     f"{g(r['predicted_dtoh_bytes'])} |")
     return "\n".join(lines)
 
 

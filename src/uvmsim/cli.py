@@ -289,12 +289,12 @@ TABLE_SUFFIXES = (".parquet", ".csv")
 
 
 def _write_table(df, out: str) -> None:
+    from ._atomic import write_atomic
     p = Path(out)
-    p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix == ".csv":
-        df.to_csv(p, index=False)
+        write_atomic(p, lambda tmp: df.to_csv(tmp, index=False))
     elif p.suffix == ".parquet":
-        df.to_parquet(p, index=False)
+        write_atomic(p, lambda tmp: df.to_parquet(tmp, index=False))
     else:
         raise UserError(f"{out}: table output must end in .parquet or .csv")
 

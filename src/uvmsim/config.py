@@ -56,11 +56,14 @@ class Hardware:
     evict_ns: float = 0.0       # fixed cost per evicted chunk, on top of its copies
     dtoh_bw_gbps: float = 0.0   # peak of the device-to-host curve; 0: same as bw_peak_gbps
     host_fault_ns: float = 0.0  # per page a host_access moves back or populates (CPU fault)
+    # per page a fault (demand or prefetch) migrates from the host, on top of its copy: the
+    # driver's per-page work there (unmapping the CPU's copy, docs/model.md "The time base")
+    migrate_page_ns: float = 0.0
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "zero_fill_ns", "evict_ns",
-                  "dtoh_bw_gbps", "host_fault_ns"):
+                  "dtoh_bw_gbps", "host_fault_ns", "migrate_page_ns"):
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and v >= 0):
                 raise ConfigError(f"hardware {self.name!r}: {k} must be a number >= 0, got {v!r}")
@@ -121,22 +124,43 @@ A100_PCIE4 = Hardware(
         ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
 
+_CALIB_H100 = ("measured on an NVIDIA H100 80GB HBM3 (PCIe 5 x16, driver 580.159.04, CUDA "
+               "13.0), 2026-11-25, by benchmarks/calibrate (docs/calibration.md, H100; "
+               "benchmarks/calibrate/results_h100)")
+
 H100_PCIE5 = Hardware(
     name="h100-pcie5",
-    batch_ns=45_000.0, fault_ns=500.0, transfer_latency_ns=1_000.0,
-    bw_peak_gbps=48.0, bw_b=0.07292, zero_fill_ns=0.0,
+    batch_ns=169_600.0, fault_ns=247.0, transfer_latency_ns=18_400.0,
+    bw_peak_gbps=49.8, bw_b=100.0, zero_fill_ns=0.0,
     sources=(
-        ("batch_ns", "UVMSmart far-fault latency 45 us (docs/model.md, Sources), charged "
-                     "once per batch; uncalibrated for H100"),
-        ("fault_ns", "uncalibrated estimate"),
-        ("transfer_latency_ns", "uncalibrated estimate"),
-        ("bw_peak_gbps", "UVMSmart a = 48 for a 64 GB/s (PCIe 5 x16) link; " + _UVMSMART),
-        ("bw_b", _UVMSMART),
-        ("zero_fill_ns", "uncalibrated: GPU-side zero-fill taken as free"),
+        ("batch_ns", "least-squares fit of 50 faulting kernels' stalls to the model's counts; "
+                     "median relative error 0.16; " + _CALIB_H100),
+        ("fault_ns", "same fit; " + _CALIB_H100),
+        ("transfer_latency_ns", "same fit; effective: includes per-block driver work "
+                                "(CUPTI's pure copy latency is 2,630 ns); " + _CALIB_H100),
+        ("bw_peak_gbps", "fit to CUPTI host-to-device migration records, 4 KiB-1 MiB, 1.8 % "
+                         "rms; " + _CALIB_H100),
+        ("bw_b", "bandwidth is flat from 4 KiB up; the fit hit its bound; " + _CALIB_H100),
+        ("zero_fill_ns", "not fitted (about 73 ns per page unexplained); " + _CALIB_H100),
         ("evict_ns", _EVICT_UNCAL),
         ("dtoh_bw_gbps", _DTOH_UNCAL),
         ("host_fault_ns", _HOST_FAULT_UNCAL),
     ))
+
+_PROBES = ("fitted on the fit split of the driver probes run on an NVIDIA H100 "
+           "(benchmarks/probes/split.csv, timefit.py; docs/model.md)")
+
+# The measured H100 link with the constants the probes' fit split identifies: the cost of a
+# zero-filled page and the driver's work per page a fault migrates from the host.
+# evict_ns went to its lower bound there (not identified: 0).
+H100_PCIE5_FIT = dataclasses.replace(
+    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2, migrate_page_ns=256.0,
+    sources=(*(kv for kv in H100_PCIE5.sources if kv[0] not in ("zero_fill_ns", "evict_ns")),
+             ("zero_fill_ns", _PROBES + " (fault_batch_size 64, shared_windows on)"),
+             ("migrate_page_ns", _PROBES + ", with zero_fill_ns (fault_batch_size 64, "
+                                 "shared_windows on; results/timefit_migrate.json)"),
+             ("evict_ns", "not identified by the probes' fit split (it went to its lower "
+                          "bound): 0")))
 
 _CALIB = ("measured on an NVIDIA H200 (PCIe 5 x16, driver 580.159.04, CUDA 13.0), "
           "2026-11-22, by benchmarks/calibrate (docs/calibration.md)")
@@ -177,6 +201,7 @@ H200_PCIE5_FIT = dataclasses.replace(
                                "it): 0, uncalibrated")))
 
 PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H200_PCIE5_FIT, H100_PCIE5,
+                                                     H100_PCIE5_FIT,
                                                      A100_PCIE4)}
 # the one preset whose constants were measured (the shipped traces were captured on it too)
 DEFAULT_HARDWARE = "h200-pcie5"
@@ -295,8 +320,13 @@ class Model:
     Options (docs/semantics.md has their exact rules): `slices` replays kernels in v1.1
     time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
     driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
-    charges a VA block smaller than 2 MiB only its own pages of GPU memory; `remote`,
-    `advise` and the access-counter settings as in docs/policies.md.
+    charges a VA block smaller than 2 MiB only its own pages of GPU memory;
+    `shared_windows` makes allocations that share a 2 MiB window one VA range (the CUDA
+    driver's sub-allocation; uvmsim.trace.windows); `remote`,
+    `advise` and the access-counter settings as in docs/policies.md. `block_progress` replays
+    kernels that have v1.2 per-thread-block streams with the progress front-end (thread
+    blocks in resident slots that stall on their faults; `fault_latency_ns` is how long a
+    fault waits in the buffer before the driver may take it).
     """
 
     name: str = field(default="contract", metadata=set_via("model"))
@@ -304,8 +334,8 @@ class Model:
         "--hardware", "name", "hardware preset for the time layer (default: the model's; "
         "see `uvmsim hardware`)"))
     fault_batch_size: int = field(default=256, metadata=setting(
-        "--fault-batch-size", "int+", "faults per batch (default: the model's; 256, the "
-        "driver's, in both presets)", metavar="N"))
+        "--fault-batch-size", "int+", "faults per batch (default: the model's: 256, the "
+        "driver's, in contract and h200, 64 in h100)", metavar="N"))
     slices: bool = field(default=False, metadata=setting(
         "--slices", "bool", "replay kernels in their v1.1 time-slice passes (re-faults "
         "within a kernel)"))
@@ -320,6 +350,9 @@ class Model:
     small_blocks: bool = field(default=False, metadata=setting(
         "--small-blocks", "bool", "charge a VA block smaller than 2 MiB only its own pages "
         "of GPU memory (the driver's 64 KiB/4 KiB chunks)"))
+    shared_windows: bool = field(default=False, metadata=setting(
+        "--shared-windows", "bool", "allocations sharing a 2 MiB window are one VA range (the "
+        "CUDA driver's sub-allocation of small managed allocations)"))
     remote: str | None = field(default=None, metadata=setting(
         "--remote", "choice", "remote mapping with access-counter delayed migration",
         choices=REMOTE_MODES))
@@ -336,6 +369,12 @@ class Model:
     remote_access_ns: float = field(default=200.0, metadata=setting(
         "--remote-access-ns", "float0+", "cost of one access to a remotely mapped page "
         "(default 200)", metavar="NS"))
+    block_progress: bool = field(default=False, metadata=setting(
+        "--block-progress", "bool", "replay kernels with v1.2 per-thread-block streams as "
+        "thread blocks that stall on their faults (docs/semantics.md, Progress)"))
+    fault_latency_ns: float = field(default=0.0, metadata=setting(
+        "--fault-latency-ns", "float0+", "block progress: how long a fault waits before the "
+        "driver may take it (default 0)", metavar="NS"))
     doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
                                                  metadata=no_setting("provenance of values"))
@@ -348,7 +387,8 @@ class Model:
             raise ConfigError(f"model {self.name!r}: fault_batch_size must be an integer "
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
-        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks"):
+        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks",
+                  "block_progress", "shared_windows"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")
@@ -369,7 +409,10 @@ class Model:
         if self.remote is not None and self.remote not in REMOTE_MODES:
             raise ConfigError(f"remote must be None or one of {list(REMOTE_MODES)}, "
                               f"got {self.remote!r}")
-        for k in ("access_counter_penalty", "remote_access_ns"):
+        if self.block_progress and (self.thrashing or self.remote is not None or self.advise):
+            raise ConfigError(f"model {self.name!r}: block_progress cannot be combined "
+                              "with thrashing, remote or advise yet (docs/semantics.md, Progress)")
+        for k in ("access_counter_penalty", "remote_access_ns", "fault_latency_ns"):
             if not float(getattr(self, k)) >= 0.0:
                 raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")
         if self.access_counter_threshold is not None and not self.access_counter_threshold > 0:
@@ -409,6 +452,10 @@ CONTRACT = Model(
              ("fault_batch_size", "256: the contract's batch, the driver's "
                                   "uvm_perf_fault_batch_count (docs/semantics.md)")))
 
+_SHARED = ("on: the CUDA driver sub-allocates small managed allocations from 2 MiB VA "
+           "ranges, whose windows are the UVM driver's blocks (probe small_allocs: 1,000 "
+           "allocations in 125 ranges; docs/model.md)")
+
 H200 = Model(
     name="h200",
     hardware=H200_PCIE5_FIT,
@@ -426,12 +473,38 @@ H200 = Model(
                    "(docs/validation.md); switch on with slices=True"),
         ("host_access", "on: v1.1 traces carry CPU touches of managed memory between "
                         "events; off, the fit split's error grows (docs/validation.md)"),
+        ("shared_windows", "off until the suite's refit: its constants and every published "
+                           "h200 result were made without it, though the driver does share "
+                           "windows (docs/model.md, probe small_allocs)"),
         ("thrashing", "off: uvm_perf_thrashing.c tracks a block's pages only once two "
                       "consecutive migrations of it go to different processors, and skips "
                       "eviction migrations, so one GPU refaulting after evictions is never "
                       "throttled (docs/model.md)")))
 
-MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200)}
+H100 = Model(
+    name="h100",
+    hardware=H100_PCIE5_FIT,
+    fault_batch_size=64,
+    slices=False,
+    host_access=True,
+    thrashing=False,
+    shared_windows=True,
+    doc="predicting a real H100 under oversubscription: the H100's calibrated link, host "
+        "accesses and shared windows on, batch size and zero-fill cost fitted to the driver "
+        "probes (docs/model.md)",
+    sources=(
+        ("hardware", "h100-pcie5-fit: " + _CALIB_H100 + "; zero_fill_ns and migrate_page_ns "
+                     + _PROBES),
+        ("fault_batch_size", "64: " + _PROBES + "; the probes' loss is 15.80 at 256, 12.86 "
+                             "at 64, 13.46 at 32 (the driver services faults as they stream "
+                             "in, fewer distinct pages than 256 at a time)"),
+        ("slices", "off, as h200 (docs/validation.md)"),
+        ("host_access", "on, as h200: the probes' host-written data migrates on every GPU "
+                        "touch (docs/model.md, H1)"),
+        ("shared_windows", _SHARED),
+        ("thrashing", "off, as h200 (docs/model.md)")))
+
+MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200, H100)}
 DEFAULT_MODEL = "contract"
 
 
@@ -491,8 +564,9 @@ def model_from_constants(constants: dict, *, base: "str | Model" = "h200",
     """The fitting hook: `base` with the given constants set, each one's source `source`.
 
     Keys are Hardware time constants (batch_ns, fault_ns, transfer_latency_ns, bw_peak_gbps,
-    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns), `fault_batch_size`, or
-    thrashing parameters (THRASHING_DEFAULTS; they do not switch thrashing on). A fit writes
+    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns, migrate_page_ns),
+    `fault_batch_size`, or thrashing parameters (THRASHING_DEFAULTS; they do not switch
+    thrashing on). A fit writes
     its result as e.g. `MODELS["h200"] = model_from_constants(fit)`.
     """
     m = get_model(base)

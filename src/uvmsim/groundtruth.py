@@ -105,6 +105,62 @@ def footprint_from_trace(path: str | os.PathLike) -> int:
     return fp
 
 
+# --------------------------------------------------------------------------- required traffic
+def trace_bounds(trace: Any) -> "Any":
+    """Per kernel of a trace, in 4 KiB pages: U (distinct pages it touches), H (of those,
+    pages whose data is on the host at its start) and G (on the GPU), in the view of a GPU
+    with unlimited memory: host accesses and prefetches to the CPU move pages to the host;
+    kernels, host-to-device copies, memsets and prefetches to the GPU move them to the GPU;
+    frees drop them. A DataFrame with columns k, U, H, G, one row per kernel."""
+    import pandas as pd
+
+    from .trace.format import (ARG_CPU, OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL,
+                               OP_MEMSET, OP_PREFETCH)
+    a = trace.arrays
+    state = np.zeros(int(a.page_block.size), np.int8)     # 0 unpopulated, 1 host, 2 GPU
+    rows = []
+    for e in range(a.ev_op.size):
+        op = int(a.ev_op[e])
+        segs = [(int(a.seg_first[s]), int(a.seg_last[s]) + 1)
+                for s in range(int(a.ev_seg_start[e]), int(a.ev_seg_start[e + 1]))]
+        if op == OP_KERNEL:
+            k = int(a.ev_kernel[e])
+            pg = np.unique(a.row_page[a.k_row_start[k]:a.k_row_start[k + 1]])
+            st = state[pg]
+            rows.append((k, int(pg.size), int((st == 1).sum()), int((st == 2).sum())))
+            state[pg] = 2
+        elif op == OP_HOST_ACCESS:
+            for lo, hi in segs:
+                state[lo:hi] = 1
+        elif op in (OP_HTOD, OP_MEMSET) or (op == OP_PREFETCH and int(a.ev_arg[e]) != ARG_CPU):
+            for lo, hi in segs:
+                state[lo:hi] = 2
+        elif op == OP_PREFETCH:
+            for lo, hi in segs:
+                state[lo:hi] = np.where(state[lo:hi] == 2, 1, state[lo:hi])
+        elif op == OP_FREE and int(a.ev_alloc[e]) >= 0:
+            al = int(a.ev_alloc[e])
+            off = int(a.a_page_off[al])
+            state[off:off + int(a.a_npages[al])] = 0
+    return pd.DataFrame(rows, columns=["k", "U", "H", "G"])
+
+
+def required_traffic(bounds: Any, free_bytes: int) -> tuple[int, int]:
+    """(host-to-device, device-to-host) bytes every real run of the traced program must have
+    moved with at most `free_bytes` of GPU memory, whatever a profiler recorded.
+
+    With C pages of memory, kernel k found at most C of its G pages resident at its start,
+    so at least H + max(0, G - C) of the pages it touched came in (a GPU touch of
+    non-resident managed data migrates it: docs/model.md, "What the driver does", 1), and
+    at least max(0, U - C) of them left during it (what it touched does not all fit), each
+    copied back (eviction copies every resident page, same page, 2). `bounds` is
+    trace_bounds' table. Records below these numbers were lost (docs/groundtruth.md)."""
+    c = int(free_bytes) // 4096
+    h = np.asarray(bounds["H"], np.int64) + np.maximum(np.asarray(bounds["G"], np.int64) - c, 0)
+    d = np.maximum(np.asarray(bounds["U"], np.int64) - c, 0)
+    return int(h.sum()) * 4096, int(d.sum()) * 4096
+
+
 # --------------------------------------------------------------------------- attribution
 def attribute_records(k_start: np.ndarray, k_end: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Index of the kernel running at each time in `t`, or -1 when none ran.
@@ -336,9 +392,9 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     }
     result.update(_gpu_info())
     if out is not None:
-        o = Path(out)
-        o.parent.mkdir(parents=True, exist_ok=True)
-        o.write_text(json.dumps(result) + "\n")
+        from ._atomic import write_atomic
+        text = json.dumps(result) + "\n"
+        write_atomic(out, lambda tmp: tmp.write_text(text))
     return result
 
 

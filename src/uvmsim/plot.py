@@ -104,7 +104,7 @@ def plot_sweep(df: pd.DataFrame, *, metrics: Sequence[str] = DEFAULT_METRICS,
     if title:
         fig.suptitle(title)
     if path is not None:
-        fig.savefig(path, dpi=120)
+        _save(fig, path, dpi=120)
     return fig
 
 
@@ -295,8 +295,26 @@ def _finish(fig, title, path):
     if title:
         fig.suptitle(title)
     if path is not None:
-        fig.savefig(path, dpi=110)
+        _save(fig, path, dpi=110)
     return fig
+
+
+def _save(fig, path, **kw) -> None:
+    """fig.savefig, through a temporary file renamed into place when `path` is a path (a
+    file object is written directly). The format follows the path's suffix, as savefig's
+    own would (the temporary name's does not)."""
+    import os
+    if not isinstance(path, (str, os.PathLike)):
+        fig.savefig(path, **kw)
+        return
+    from matplotlib import rcParams
+    from ._atomic import write_atomic
+    p = Path(path)
+    fmt = p.suffix[1:].lower()
+    if not fmt:  # savefig appends the default format's extension to a bare name
+        fmt = rcParams["savefig.format"]
+        p = p.with_name(f"{p.name}.{fmt}")
+    write_atomic(p, lambda tmp: fig.savefig(tmp, format=fmt, **kw))
 
 
 def _use_agg(path) -> None:

@@ -33,9 +33,11 @@ from .results import Result, make_result
 from .scenario import Scenario, as_scenario
 from .trace import Trace, TraceArrays, load_trace
 from .trace.plan_apply import as_plan, with_plan
+from .trace.windows import share_windows
 
 __all__ = ["Merged", "Prepared", "as_trace", "block_service_rank", "block_vbase",
-           "check_model_trace", "chunk_pool", "merge_traces", "model_options", "prepare"]
+           "check_model_trace", "chunk_pool", "frontend_of", "merge_traces", "model_options",
+           "prepare", "progress_inputs"]
 
 def as_trace(trace: Trace | str | os.PathLike) -> Trace:
     """A Trace, or the trace at a path."""
@@ -69,7 +71,9 @@ def model_options(model: Model) -> dict[str, float]:
     o = {"slices": model.slices, "host_access": model.host_access,
          "small_blocks": model.small_blocks, "advise": model.advise,
          "remote_access_ns": float(model.remote_access_ns),
-         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise)}
+         "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
+         "block_progress": model.block_progress,
+         "fault_latency_ns": float(model.fault_latency_ns)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -83,6 +87,29 @@ def model_options(model: Model) -> dict[str, float]:
                              else float(model.access_counter_threshold))
         o["ac_penalty"] = float(model.access_counter_penalty)
     return o
+
+
+def frontend_of(model: Model) -> str:
+    """The engine front-end a model replays kernels with (uvmsim.engine.build)."""
+    return "progress" if model.block_progress else "page_sets"
+
+
+def progress_inputs(trace: Trace, T, model: Model, streamed: bool,
+                    translation) -> dict | None:
+    """The progress front-end's arrays (uvmsim.engine.blocks) when the model has it on."""
+    if not model.block_progress:
+        return None
+    if streamed:
+        raise ConfigError("block_progress: a streamed trace (stream=True) cannot replay thread "
+                          "blocks yet; load it in memory")
+    if translation is not None:
+        raise ConfigError("block_progress cannot be combined with translation yet")
+    from .engine.blocks import progress_arrays
+    from .trace.streams import launch_arrays
+    st = trace.streams
+    if st is None:
+        return None  # no kernel has a stream: every kernel replays its page set
+    return progress_arrays(T, st, launch_arrays(trace))
 
 
 def chunk_pool(T, capacity: int, small_blocks: bool = False) -> int:
@@ -257,7 +284,8 @@ class Prepared:
 
         Unclocked is the fast path of one trace alone without translation; a streamed trace
         replays span by span (uvmsim.stream); tenants and translation need the clock."""
-        eng = engine_for(self.pf, self.ev, *self.components)
+        eng = engine_for(self.pf, self.ev, *self.components,
+                         frontend=frontend_of(self.model))
         T, S = self.arrays, self.state
         ten_out, clock, waited = self.clock_args()
         if self.lazy is not None:
@@ -314,6 +342,12 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
                               "tenants (its kernel ids are one trace's)")
         ts[0] = with_plan(ts[0], plan)
     m = sc.resolved_model()
+    if many and m.block_progress:
+        raise ConfigError("block_progress is not yet modelled with several tenants (merged "
+                          "traces carry no v1.2 streams)")
+    if m.shared_windows:
+        # each tenant's own allocations share windows (tenants never share an address)
+        ts = [share_windows(t) for t in ts]
     pf, ev, pf_params, ev_params = sc.policies()
     wk, sch, mem = sc.components()
     cap = sc.capacity(sum(t.peak_blocks for t in ts))
@@ -342,7 +376,8 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
                        n_tenants=n_t, n_out_rows=n_t, capacity=cap)
     S = new_state(sizes, mix.b_rank, m.hardware.record(), translation=tr, b_vbase=mix.b_vbase,
                   b_tenant=mix.b_tenant, options=opts,
-                  mem=contiguous(mem.init(MemoryContext(n_t, cap))))
+                  mem=contiguous(mem.init(MemoryContext(n_t, cap))),
+                  progress=None if many else progress_inputs(ts[0], T, m, streamed, tr))
     wctx, wst = walker_state(wk, S, n_t)
     sst = contiguous(sch.init(SchedContext(n_t, cap, T)))
     config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
@@ -352,10 +387,12 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
               "trace": str(ts[0].path) if n_t == 1 and ts[0].path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
-              "small_blocks": m.small_blocks,
+              "small_blocks": m.small_blocks, "shared_windows": m.shared_windows,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
-              "remote": m.remote, "advise": m.advise, "engine": "fast",
-              "scenario": sc.to_dict()}
+              "remote": m.remote, "advise": m.advise, "block_progress": m.block_progress,
+              "engine": "fast", "scenario": sc.to_dict()}
+    if m.block_progress:
+        config["fault_latency_ns"] = m.fault_latency_ns
     if streamed:
         config["stream"] = True
     if plan is not None:

@@ -5,14 +5,14 @@ import os
 from typing import Any
 
 from .errors import ConfigError
-from .replay import block_service_rank, block_vbase, prepare
+from .replay import block_service_rank, block_vbase, frontend_of, prepare
 from .results import Result
 from .scenario import Scenario, as_scenario
 from .trace import Trace
 
 # block_service_rank and block_vbase build engine state by hand (tests/test_multi_tenant.py);
-# prepare is used by benchmarks/_measure.py
-__all__ = ["block_service_rank", "block_vbase", "prepare", "simulate"]
+# prepare and frontend_of are used by benchmarks/_measure.py and progress_throughput.py
+__all__ = ["block_service_rank", "block_vbase", "frontend_of", "prepare", "simulate"]
 
 
 def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None, *,
@@ -26,7 +26,8 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     capacity_bytes, capacity_chunks, prefetch, prefetch_params, evict, evict_params,
     translation, plan, seed) and the model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold,
-    access_counter_penalty, remote_access_ns, small_blocks), so
+    access_counter_penalty, remote_access_ns, small_blocks, shared_windows, block_progress,
+    fault_latency_ns), so
 
         simulate(t, oversub=1.5, prefetch="none", thrashing=True)
         simulate(t, Scenario(oversub=1.5, prefetch="none", options={"thrashing": True}))
@@ -35,6 +36,13 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     docs/policies.md for the mechanisms. `keep_state=True` attaches the final engine state
     (uvmsim.engine.state.EngineState) as `Result.state`. The tenant components (walkers,
     scheduler, memory) are for `simulate_multi`: one trace alone uses their defaults.
+
+    `block_progress` replays each kernel that has a v1.2 per-thread-block stream as thread
+    blocks in resident slots that stall on their own faults (docs/semantics.md, "Progress");
+    a fault waits `fault_latency_ns` in the buffer before the driver may take it.
+    `shared_windows` replays the view of the trace in which allocations sharing a 2 MiB
+    window are one VA range covering their windows (uvmsim.trace.windows), as the CUDA
+    driver's sub-allocation of small managed allocations makes them.
 
     `plan` (a uvmsim.plans.Plan or the path of a plan file) adds its entries as prefetch
     events before their kernels (docs/semantics.md, "Prefetch plans"); `plan=p` and

@@ -35,6 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from ._atomic import write_atomic
 from .config import DEFAULT_MODEL
 from .errors import ConfigError
 from .scenario import CAPACITY_FIELDS, Scenario
@@ -352,10 +353,9 @@ def _executor(executor: Any, settings: dict[str, Any]) -> tuple[str, Any]:
 
 
 def _write_cell(outdir: Path, row: dict[str, Any]) -> None:
-    final = outdir / f"cell-{row['cell_id']}.parquet"
-    tmp = outdir / f".cell-{row['cell_id']}.{os.getpid()}.tmp"
-    pd.DataFrame([row]).to_parquet(tmp, index=False)
-    os.replace(tmp, final)  # atomic: a reader sees the whole file or none
+    # atomic: a reader sees the whole file or none, and a failed write leaves no partial file
+    write_atomic(outdir / f"cell-{row['cell_id']}.parquet",
+                 lambda tmp: pd.DataFrame([row]).to_parquet(tmp, index=False))
 
 
 def read_results(out: str | os.PathLike) -> pd.DataFrame:

@@ -44,8 +44,7 @@ def main() -> int:
         # compile (or load from the cache) the engine every case's replay uses before the
         # first case, so that a case's time limit measures the case, not a cold compile
         # on a loaded machine; the parent gives this its startup allowance
-        for base in fuzzlib.BASES:
-            runner.base_summary(base)
+        runner.warm()
         sys.stdout.write(PREFIX + json.dumps({"ready": True}) + "\n")
         sys.stdout.flush()
         for spec in cases:

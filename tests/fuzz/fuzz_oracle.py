@@ -202,18 +202,15 @@ def check(tables: dict[str, pa.Table], drop_out_of_range: bool = False) -> int:
             raise Invalid("duplicate page")
         pages_seen.add((r, page))
         touched.append((owner[0], page // 512, page // 512))  # the lowest-base owner
-    if _touched_pages(touched, amap) >= 2**31:
-        raise Invalid("too many touched pages")
+    if _touched_windows(touched) > 2**20:
+        raise Invalid("too many touched windows")
     return dropped
 
 
-def _touched_pages(touched: list[tuple[int, int, int]], amap: dict) -> int:
-    """Pages of the 2 MiB windows of each allocation that are reached (at most 2**22
-    windows and fewer than 2**31 pages are supported)."""
-    pages = windows = 0
+def _touched_windows(touched: list[tuple[int, int, int]]) -> int:
+    """2 MiB windows of each allocation that are reached (at most 2**20 are supported)."""
+    windows = 0
     for aid in {t[0] for t in touched}:
-        a = amap[aid]
-        first, last = a["base"] // 4096, (a["base"] + a["size"] - 1) // 4096
         spans = sorted((w0, w1) for x, w0, w1 in touched if x == aid)
         merged: list[list[int]] = []
         for w0, w1 in spans:
@@ -223,5 +220,4 @@ def _touched_pages(touched: list[tuple[int, int, int]], amap: dict) -> int:
                 merged.append([w0, w1])
         for w0, w1 in merged:
             windows += w1 - w0 + 1
-            pages += min(last, w1 * 512 + 511) - max(first, w0 * 512) + 1
-    return pages if windows <= 2**22 else 2**31
+    return windows

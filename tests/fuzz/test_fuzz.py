@@ -8,8 +8,12 @@ format says it must be. benchmarks/fuzz.py runs the same catalog at scale.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import fuzzlib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 
 N_CASES = 520
 
@@ -44,3 +48,31 @@ def test_harness_names_the_case_that_crashes_or_hangs(monkeypatch):
                                            "rejected"]
     assert sorted(done) == [2, 3]  # progress: each batch's cases once, crashed ones included
     assert fuzzlib.is_failure("signal:SIGSEGV") and fuzzlib.is_failure("hang")
+
+
+def test_accepted_cases_replay_in_bounds(monkeypatch):
+    """One case of every class whose traces may load (verdict same, valid or either), run
+    with every compiled function bounds-checked (NUMBA_BOUNDSCHECK=1, caches of their own)
+    and each accepted trace replayed alone and as two tenants sharing a TLB: an index out
+    of range would be an IndexError here. benchmarks/fuzz.py --boundscheck runs all 10,000
+    cases so (docs/reliability.md)."""
+    from helpers import boundscheck_env
+    for k, v in boundscheck_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("UVMSIM_FUZZ_MULTI", "1")
+    seed = int(os.environ.get("UVMSIM_FUZZ_SEED", "20261123"))
+    picked, seen = [], set()
+    for c in fuzzlib.make_cases(4000, seed=seed):
+        if fuzzlib.MUTATIONS[c["mut"]].verdict != "reject" and c["mut"] not in seen:
+            seen.add(c["mut"])
+            picked.append(c)
+    # one child: it compiles every function afresh, bounds-checked, before its first case
+    # (minutes on a loaded machine: the startup allowance is generous)
+    results = fuzzlib.run_cases(picked, jobs=1, batch=len(picked), case_timeout=60.0,
+                                startup=3600.0)
+    bad = [r for r in results if fuzzlib.is_failure(r["outcome"])]
+    assert not bad, "\n".join(f"case {r['id']} {r['mut']}: {r['outcome']}: {r['detail']}"
+                              for r in bad[:20])
+    ok = [r for r in results if r["outcome"] == "accepted-ok"]
+    assert len(ok) > len(picked) // 2
+    assert {"page_top_of_range", "page_windows_many"} <= {r["mut"] for r in ok}

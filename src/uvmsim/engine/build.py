@@ -49,7 +49,11 @@ DEFAULT_FRONTEND = "page_sets"
 # (tests/test_engine_parts.py holds every front-end to it)
 FRONTEND_USES = frozenset({
     "add_fault", "service_now", "service_clocked", "gpu_miss", "mechanisms_end_kernel",
-    "collapse_duplicate", "translate", "EV_ON_HIT"})
+    "collapse_duplicate", "translate", "EV_ON_HIT", "page_set_kernel", "compute_ns"})
+# A front-end that replays only some kernels builds on another for the rest: the base is
+# joined before it without its run_kernel (the one entry the program calls), so the
+# front-end may call the base's kernel replay (page_sets: page_set_kernel)
+FRONTEND_BASES = {"progress": "page_sets"}
 _LOCK = threading.Lock()
 _LOADED: dict[str, ModuleType] = {}
 
@@ -79,15 +83,33 @@ def part_files(frontend: str = DEFAULT_FRONTEND) -> list[Path]:
     memory, translation, the driver, its mechanisms, the front-end, the program."""
     if frontend not in frontends():
         raise ConfigError(f"unknown front-end {frontend!r}; known: {', '.join(frontends())}")
+    base = FRONTEND_BASES.get(frontend)
+    fe = ([PARTS_DIR / "frontends" / f"{base}.py"] if base else []) + \
+        [PARTS_DIR / "frontends" / f"{frontend}.py"]
     return ([PARTS_DIR / "memory.py", PARTS_DIR / "translation.py", PARTS_DIR / "driver.py"]
-            + sorted((PARTS_DIR / "mechanisms").glob("*.py"))
-            + [PARTS_DIR / "frontends" / f"{frontend}.py", PARTS_DIR / "program.py"])
+            + sorted((PARTS_DIR / "mechanisms").glob("*.py")) + fe + [PARTS_DIR / "program.py"])
+
+
+def _without_entry(text: str) -> str:
+    """A base front-end's source without its run_kernel (decorator included)."""
+    lines = text.splitlines(keepends=True)
+    for n in ast.parse(text).body:
+        if isinstance(n, ast.FunctionDef) and n.name == "run_kernel":
+            first = min([d.lineno for d in n.decorator_list] + [n.lineno]) - 1
+            return "".join(lines[:first] + lines[n.end_lineno:])
+    raise ConfigError("a base front-end defines no run_kernel")
 
 
 def template(frontend: str = DEFAULT_FRONTEND) -> str:
     """The engine's source without its header: the parts, each after a line naming it."""
-    return "\n\n".join(f"# ==== {p.relative_to(PARTS_DIR).as_posix()}\n{p.read_text()}"
-                       for p in part_files(frontend))
+    files = part_files(frontend)
+    base = FRONTEND_BASES.get(frontend)
+
+    def text(p: Path) -> str:
+        t = p.read_text()
+        return _without_entry(t) if base and p.stem == base else t
+    return "\n\n".join(f"# ==== {p.relative_to(PARTS_DIR).as_posix()}\n{text(p)}"
+                         for p in files)
 
 
 def cache_dir() -> Path:

@@ -92,10 +92,11 @@ def record(dtype: np.dtype, **values) -> np.ndarray:
 # ---- hardware: the time constants of one GPU and its link (read-only), named as the fields
 # of uvmsim.config.Hardware. evict_ns: fixed cost per evicted chunk; dtoh_bw_gbps: peak of the
 # device-to-host bandwidth curve (0: the host-to-device curve); host_fault_ns: CPU fault cost
-# per page a host access moves or populates
+# per page a host access moves or populates; migrate_page_ns: the driver's work per page a
+# fault (demand or prefetch) migrates from the host, on top of its copy
 HARDWARE = _record([(n, np.float64) for n in (
     "batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b", "zero_fill_ns",
-    "evict_ns", "dtoh_bw_gbps", "host_fault_ns")])
+    "evict_ns", "dtoh_bw_gbps", "host_fault_ns", "migrate_page_ns")])
 
 # ---- memory: the chunk pool (S.pool[0])
 POOL = _record([
@@ -177,7 +178,19 @@ TLB_TENANT_SPREAD = 44
 # ---- front-end: what the GPU touches (S.frontend[0])
 FRONTEND = _record([
     ("slices", np.uint8),         # v1.1 option: replay kernels in their time-slice passes
+    # v1.2 option: kernels with per-thread-block streams replay in the progress front-end
+    # (engine/parts/frontends/progress.py); the engine joins that front-end when it is on
+    ("block_progress", np.uint8),
+    ("fault_latency_ns", np.float64),  # progress: a fault waits this long before the
+                                       # driver may take it
 ])
+
+# the progress front-end's fe_pend states of a page: no fault pending, a fault in the
+# queue, a fault in the batch being serviced
+PEND_NONE, PEND_QUEUED, PEND_FLIGHT = 0, 1, 2
+# a block whose row queued faults this many times without passing it cannot make progress
+# (its row needs more memory than the GPU holds): the replay stops with an error, not a hang
+MAX_ROW_FAULTS = 1 << 16
 
 # the parts' records that hold settings, by their field in the state (new_state's `options`
 # names their fields)
@@ -231,6 +244,25 @@ _STATE_FIELDS = [
     "translation",  # TRANSLATION record
     # ---- front-end and results
     "frontend",     # FRONTEND record
+    # the progress front-end (size-1 dummies while off; uvmsim.engine.blocks builds them
+    # from the trace's v1.2 streams): by kernel, block and stream row, then its run's state
+    "fe_slots",     # int64[n_kernels] resident thread-block slots; 0: no stream (page sets)
+    "fe_bstart",    # int64[n_kernels+1] the kernel's blocks (CSR), in dispatch (id) order
+    "fe_bdur",      # int64[n_blk] a block's run in the instrumented clock, ns (>= 1)
+    "fe_rstart",    # int64[n_blk+1] the block's stream rows (CSR), in touch order
+    "fe_rt",        # int64[n_rows] a row's time from its block's start, ns
+    "fe_rlo",       # int64[n_rows] the row's pages: fe_acc[fe_rlo:fe_rhi], the kernel's
+    "fe_rhi",       #   access rows inside the row's unit (one at unit 4 KiB)
+    "fe_acc",       # int64[n_acc] access rows (indices of T.row_*) by kernel, by page
+    "fe_cur",       # int64[max blocks] a block's next row (fe_rstart[b+1]: its tail)
+    "fe_stalled",   # int64[max blocks] blocks stalled on faults, waiting for a service end
+    "fe_refault",   # int64[max blocks] times the block's current row queued faults
+    "fe_heap_t",    # float64[max slots] running blocks' next event: time
+    "fe_heap_b",    # int64[max slots]                        and block (ties: lower id)
+    "fe_pend",      # uint8[n_pages] PEND_QUEUED / PEND_FLIGHT while a fault on it is pending
+    "fe_q_row",     # int64[n_pages] the fault queue (a ring): access row of each fault
+    "fe_q_t",       # float64[n_pages]                          and its arrival
+    "fe_flight",    # int64[batch_size] access rows of the batch in service
     "t_live",       # uint8[n_tenants] 1 while the tenant has events left
     "counts",       # int64[n_kernels+n_out_rows, N_COUNTS]; last rows: outside kernels
     "times",        # float64[n_kernels+n_out_rows, N_TIMES]
@@ -316,7 +348,8 @@ class StateSizes(NamedTuple):
 
 def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
               b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
-              options: dict | None = None, mem: tuple | None = None) -> EngineState:
+              options: dict | None = None, mem: tuple | None = None,
+              progress: dict | None = None) -> EngineState:
     """All-empty state for arrays of `sizes`: nothing populated or resident, every chunk
     free, TLB empty.
 
@@ -327,7 +360,8 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
     are checked here, as compiled code indexes tenant arrays with b_tenant and builds TLB
     tags from both; `options` sets fields of the parts' records by name (the model's
     options: uvmsim.replay.model_options; none: all off); `mem` the memory component's state
-    (None: the default's, hooks.EmptyState).
+    (None: the default's, hooks.EmptyState); `progress` the progress front-end's arrays by
+    field (uvmsim.engine.blocks.progress_arrays; None: off).
     """
     n_pages, n_blocks, n_chunks, n_kernels, batch_size, n_tenants, n_out_rows, capacity = sizes
     if not 1 <= n_tenants <= MAX_TENANTS:
@@ -395,7 +429,34 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
         tlb_tag=np.full(n_entries, -1, np.int64), tlb_ready=np.zeros(n_entries, np.float64),
         tlb_used=np.zeros(n_entries, np.int64), walk_free=np.zeros(walkers, np.float64),
         translation=recs["translation"], frontend=recs["frontend"],
+        **_progress_fields(progress, n_kernels, n_pages, batch_size),
         t_live=np.ones(n_tenants, np.uint8),
         counts=np.zeros((n_kernels + n_out_rows, N_COUNTS), np.int64),
         times=np.zeros((n_kernels + n_out_rows, N_TIMES), np.float64))
     return EngineState(*(fields[f] for f in _STATE_FIELDS))
+
+
+_PROGRESS_INPUTS = {"fe_slots": np.int64, "fe_bstart": np.int64, "fe_bdur": np.int64,
+                    "fe_rstart": np.int64, "fe_rt": np.int64, "fe_rlo": np.int64,
+                    "fe_rhi": np.int64, "fe_acc": np.int64}
+
+
+def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
+                     batch_size: int) -> dict:
+    """The progress front-end's fields: its inputs (checked by uvmsim.engine.blocks) and
+    its run's state sized by them; size-1 dummies (no kernel has a stream) while off."""
+    if progress is None:
+        one = {f: np.zeros(n_kernels if f == "fe_slots" else 1, t)
+               for f, t in _PROGRESS_INPUTS.items()}
+        one["fe_bstart"] = np.zeros(n_kernels + 1, np.int64)
+        n_b, n_s, n_pg, n_f = 1, 1, 1, 1
+    else:
+        one = {f: np.ascontiguousarray(progress[f], t) for f, t in _PROGRESS_INPUTS.items()}
+        n_b = max(1, int(np.diff(one["fe_bstart"]).max(initial=0)))
+        n_s = max(1, int(one["fe_slots"].max(initial=0)))
+        n_pg, n_f = max(1, n_pages), batch_size
+    return dict(one, fe_cur=np.zeros(n_b, np.int64), fe_stalled=np.zeros(n_b, np.int64),
+                fe_refault=np.zeros(n_b, np.int64),
+                fe_heap_t=np.zeros(n_s), fe_heap_b=np.zeros(n_s, np.int64),
+                fe_pend=np.zeros(n_pg, np.uint8), fe_q_row=np.zeros(n_pg, np.int64),
+                fe_q_t=np.zeros(n_pg), fe_flight=np.zeros(n_f, np.int64))

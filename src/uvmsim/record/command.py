@@ -53,7 +53,9 @@ def _write_uvm_events(trace: Path, timing: RawPass | None) -> int:
         "src": pa.array([r["src"] for r in rows], pa.uint32()),
         "dst": pa.array([r["dst"] for r in rows], pa.uint32()),
         "flags": pa.array([r["flags"] for r in rows], pa.uint32())})
-    pq.write_table(t, trace / "uvm_events.parquet", compression="zstd")
+    from .._atomic import write_atomic
+    write_atomic(trace / "uvm_events.parquet",
+                 lambda tmp: pq.write_table(t, tmp, compression="zstd"))
     return len(rows)
 
 
@@ -202,7 +204,9 @@ def record(out: str | os.PathLike, cmd: Sequence[str], passes: str = "both", *,
         if n_um:
             m = json.loads((out_p / "manifest.json").read_text())
             m["source"]["uvm_events_rows"] = n_um
-            (out_p / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+            from .._atomic import write_atomic
+            text = json.dumps(m, indent=2, sort_keys=True) + "\n"
+            write_atomic(out_p / "manifest.json", lambda tmp: tmp.write_text(text))
         print(f"uvmsim record: wrote {out_p} ({stats.get('kernels', len(tables['kernels']))} "
               f"kernels, {len(tables['accesses'])} page rows; program exit status "
               f"{statuses[first]})", file=sys.stderr)

@@ -17,9 +17,16 @@ from ..replay import Prepared, prepare
 from ..results import Result
 from ..scenario import Scenario, as_scenario
 from ..trace import Trace
+from .frontends.progress import Progress
 from .model import FaultBuffer, ReferenceModel, Tenants
 
-__all__ = ["FaultBuffer", "ReferenceModel", "Tenants", "run_prepared", "simulate"]
+__all__ = ["FaultBuffer", "ProgressModel", "ReferenceModel", "Tenants", "run_prepared",
+           "simulate"]
+
+
+class ProgressModel(Progress, ReferenceModel):
+    """The reference model with the progress front-end (the model's `block_progress` option), as
+    the engine joins frontends/progress.py instead of page_sets.py."""
 
 
 def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None, *,
@@ -47,7 +54,7 @@ def run_prepared(run: Prepared) -> tuple[np.ndarray, np.ndarray]:
     wk, sc, mem = run.components
     ten_out, clock, waited = run.clock_args()
     tenants = Tenants(wk, run.walker_ctx, sc, run.sst, mem)
-    ReferenceModel(run.state, engine_trace(run.arrays), run.pf, run.ev, run.pst, run.est,
-                   run.fault_batch_size, tenants).replay_clocked(run.mix.ten_ev, ten_out,
-                                                                 clock, waited)
+    cls = ProgressModel if run.model.block_progress else ReferenceModel
+    cls(run.state, engine_trace(run.arrays), run.pf, run.ev, run.pst, run.est,
+        run.fault_batch_size, tenants).replay_clocked(run.mix.ten_ev, ten_out, clock, waited)
     return clock, waited

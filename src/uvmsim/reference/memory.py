@@ -13,8 +13,9 @@ import numpy as np
 
 from ..engine.bits import from_positions
 from ..engine.link import transfer_dtoh_ns, transfer_ns
-from ..engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, C_ZERO_FILL, CAUSE_HTOD_COL,
-                            CAUSE_MEMCPY, CAUSE_MEMSET, DUP, POP, RES)
+from ..engine.state import (C_DTOH_API, C_DTOH_EVICT, C_EVICTED, C_ZERO_FILL, CAUSE_DEMAND,
+                            CAUSE_HTOD_COL, CAUSE_MEMCPY, CAUSE_MEMSET, CAUSE_PREFETCH, DUP,
+                            POP, RES)
 
 
 class Memory:
@@ -142,7 +143,7 @@ class Memory:
         c = self.ensure_chunk(blk, out_row, tick)
         p0 = int(T.b_page0[blk]) - int(T.b_lo[blk])
         pstate, hw = S.pstate, S.hw
-        run = n_new = 0
+        run = n_new = n_mig = 0
         new_first = new_last = -1
         for pos in range(first, last + 1):
             if use_masks:
@@ -173,6 +174,8 @@ class Memory:
             else:
                 S.counts[out_row, CAUSE_HTOD_COL[cause]] += 4096  # over the link
                 run += 1
+                if cause in (CAUSE_DEMAND, CAUSE_PREFETCH):   # a fault's page from the host
+                    n_mig += 1
             pstate[d] = ps | RES | POP
             n_new += 1
             if new_first < 0:
@@ -180,6 +183,8 @@ class Memory:
             new_last = pos
         if run:
             S.driver[0].step_ns += transfer_ns(hw, run * 4096)
+        if n_mig:
+            S.driver[0].step_ns += n_mig * hw[0].migrate_page_ns
         S.b_nres[blk] += n_new
         self.sync_bres(blk)
         self.EV_ON_FILL(self.est, S, T, c, blk, new_first, new_last, n_new, tick)

@@ -67,6 +67,10 @@ class Sync:
 class Program:
     allocs: tuple[Alloc, ...]
     ops: tuple = ()
+    # packed: allocations follow each other, each `offset` pages after the previous one's
+    # end, so small ones share 2 MiB windows (as the CUDA driver's sub-allocation places
+    # them); otherwise each has its own region
+    packed: bool = False
 
     @property
     def n_ops(self) -> int:
@@ -83,6 +87,9 @@ class Program:
         return replace(self, ops=ops)
 
     def base(self, a: int) -> int:
+        if self.packed:
+            before = sum(al.npages + al.offset for al in self.allocs[:a])
+            return BASE + (before + self.allocs[a].offset) * PAGE
         return BASE + a * REGION + self.allocs[a].offset * PAGE
 
     def builder(self) -> TraceBuilder:

@@ -8,6 +8,8 @@ memsets, prefetches to the GPU and the CPU, advises, host accesses (v1.1), syncs
 """
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from ..config import Translation
@@ -40,15 +42,20 @@ def allocs(draw, max_pages: int = 1100) -> Alloc:
 @st.composite
 def programs(draw, max_allocs: int = 3, max_ops: int = 8, v11: bool = False,
              max_pages: int = 1100, min_allocs: int = 1, min_ops: int = 1,
-             ops: tuple[str, ...] | None = None) -> Program:
+             ops: tuple[str, ...] | None = None,
+             packed: bool = False) -> Program:
     """A Program of min_allocs..max_allocs allocations and min_ops..max_ops events on live
     allocations, drawn from `ops` (default OPS, with v11 also OPS_V11). With v11, kernels
-    run in 1..5 time slices (rows with random slice masks) and host_access events may come."""
+    run in 1..5 time slices (rows with random slice masks) and host_access events may come.
+    With `packed`, allocations of 1..300 pages follow each other 0..3 pages apart, so small
+    ones share 2 MiB windows (Program.packed; the shared_windows option)."""
     names = list(ops) if ops is not None else list(OPS) + (list(OPS_V11) if v11 else [])
     if not v11:
         names = [n for n in names if n != "host_access"]
-    al = tuple(draw(allocs(max_pages)) for _ in range(draw(st.integers(min_allocs,
-                                                                        max_allocs))))
+    al = tuple(draw(allocs(min(max_pages, 300) if packed else max_pages))
+               for _ in range(draw(st.integers(min_allocs, max_allocs))))
+    if packed:
+        al = tuple(dataclasses.replace(a, offset=draw(st.integers(0, 3))) for a in al)
     live = list(range(len(al)))
     ops = []
     for _ in range(draw(st.integers(min_ops, max_ops))):
@@ -92,7 +99,7 @@ def programs(draw, max_allocs: int = 3, max_ops: int = 8, v11: bool = False,
                 ops.append(Range(op, a, lo, cnt, "set_read_mostly"))
             else:
                 ops.append(Range(op, a, lo, cnt))
-    return Program(al, tuple(ops))
+    return Program(al, tuple(ops), packed=packed)
 
 
 #: A uvmsim.config.Translation (a small TLB, 1..4 walkers) or None.

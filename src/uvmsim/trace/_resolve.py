@@ -159,8 +159,11 @@ N_STATE = 11
 # a row first reaches it, and a row's page is written as slot * 512 + window position. The
 # slots, and the tables that find them, grow with the blocks the rows touch (never with the
 # bytes an allocation reserves); finish_pages renumbers them densely once every row is seen.
-# int32 holds slot * 512 + 511 for slots below 2**22 (8 TiB touched).
-MAX_SLOTS = 1 << 22
+# A trace may touch at most MAX_BLOCKS blocks (2 TiB): each touched block costs its 512 pages
+# in the dense page maps (6 bytes a page) and the engine's state (1 byte a page, more with
+# options), so the largest trace accepted needs about 3.5 GiB, not more than a machine has;
+# and int32 holds slot * 512 + 511.
+MAX_BLOCKS = 1 << 20
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -238,7 +241,7 @@ RowArrays = namedtuple("RowArrays", "st live k_row_start h_key h_slot slot_key s
 
 @njit(cache=True)
 def resolve_rows(rs, tables, batch, drop, out0, out):
-    """Validate one batch of access rows and append them, as slot pages (see MAX_SLOTS),
+    """Validate one batch of access rows and append them, as slot pages (see MAX_BLOCKS),
     to the outputs.
 
     `rs` is a RowState's arrays (RowState.arrays), `tables` a RowTables, `batch` a RowBatch
@@ -397,7 +400,7 @@ def resolve_rows(rs, tables, batch, drop, out0, out):
                 slot = h_slot[i]
             else:
                 if n_slots == cap:
-                    err, err_row = (E_TOO_MANY_BLOCKS if cap >= MAX_SLOTS else E_GROW), r
+                    err, err_row = (E_TOO_MANY_BLOCKS if cap >= MAX_BLOCKS else E_GROW), r
                     break
                 slot = n_slots
                 n_slots += 1
@@ -444,6 +447,20 @@ def finish_rows(st, k_row_start):
     n_k = k_row_start.size - 1
     for q in range(st[S_PREV_RANK] + 1, n_k + 1):
         k_row_start[q] = st[S_OUT]
+
+
+@njit(cache=True)
+def fill_page_maps(b_lo, b_hi, page_block, page_pos):
+    """The block and window position of every dense page: block b's pages are its window
+    positions b_lo[b]..b_hi[b], in block order. One pass with no temporaries, so building
+    the maps peaks at their own 6 bytes a page."""
+    d = 0
+    for b in range(b_lo.size):
+        for pos in range(b_lo[b], b_hi[b] + 1):
+            page_block[d] = b
+            page_pos[d] = pos
+            d += 1
+    return d
 
 
 @njit(cache=True)

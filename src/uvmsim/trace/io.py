@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import _resolve as R
-from ._parquet import PARQUET_ERRORS, _one_line, open_checked
+from ._parquet import PARQUET_ERRORS, CheckedFile, _one_line, open_checked
 from .columns import TableLike, check_columns, coerce_column, coerce_table, optional_present
 from .format import (ACCESSES, ADVISE_ARGS, ALLOCATIONS, ARG_CODE, BLOCK_ACCESSES, BLOCKS,
                      EVENTS, FORMAT, HOST_ACCESS_ARGS, KERNELS, KIND_HOST, KINDS, MANIFEST,
@@ -78,6 +79,12 @@ def parse_manifest(raw: bytes, file: str = MANIFEST) -> dict[str, Any]:
         depth = _depth(m)
     if depth > MANIFEST_MAX_DEPTH:
         raise TraceFormatError(f"nested deeper than {MANIFEST_MAX_DEPTH} levels", file=file)
+    bad = _not_unicode(m)
+    if bad is not None:
+        # JSON's \ud800 escapes can spell a lone surrogate, which no UTF-8 text (and so no
+        # output of the trace's provenance) can hold
+        raise TraceFormatError(f"a string holds a lone surrogate ({bad!r}); the manifest "
+                               "must be Unicode text", file=file)
     return _check_manifest(m, file)
 
 
@@ -108,6 +115,24 @@ def _depth(obj: Any) -> int:
             continue
         deepest = max(deepest, d)
     return deepest
+
+
+def _not_unicode(obj: Any) -> str | None:
+    """The first string (key or value) of parsed JSON that UTF-8 cannot encode, else None."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+        elif isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return o
+    return None
 
 
 def _is_int(v: Any) -> bool:
@@ -706,9 +731,8 @@ def _dense_maps(rs, block_off: np.ndarray, first_page: np.ndarray, last_page: np
         covered = (inside < lo.size) & (lo[np.minimum(inside, lo.size - 1)] <= row_keys)
         row_keys = row_keys[~covered]
     n_blocks = int(row_keys.size) + int((hi - lo + 1).sum(dtype=np.float64))
-    if n_blocks > R.MAX_SLOTS:
-        raise TraceFormatError(f"the trace touches {n_blocks} blocks of 2 MiB; at most "
-                               f"{R.MAX_SLOTS} supported", file=fa, column="size")
+    if n_blocks > R.MAX_BLOCKS:
+        raise TraceFormatError(_too_many_blocks(n_blocks), file=fa, column="size")
     if lo.size:
         lens = hi - lo + 1
         seg_keys = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
@@ -722,14 +746,11 @@ def _dense_maps(rs, block_off: np.ndarray, first_page: np.ndarray, last_page: np
     b_lo = np.where(window == first_page[b_alloc] >> 9, first_page[b_alloc] & 511, 0)
     b_hi = np.where(window == last_page[b_alloc] >> 9, last_page[b_alloc] & 511, 511)
     npg = b_hi - b_lo + 1
-    n_pages = int(npg.sum())
-    if n_pages >= 2**31:  # the engine's dense page index is int32
-        raise TraceFormatError(f"the trace touches {n_pages} pages; at most 2**31 supported",
-                               file=fa, column="size")
+    n_pages = int(npg.sum())  # below 2**29 (MAX_BLOCKS windows): int32 dense pages
     b_page0 = _starts(npg)
-    page_block = np.repeat(np.arange(keys.size, dtype=np.int32), npg)
-    page_pos = (np.arange(n_pages, dtype=np.int64) - np.repeat(b_page0 - b_lo, npg)
-                ).astype(np.int16)
+    page_block = np.empty(n_pages, np.int32)
+    page_pos = np.empty(n_pages, np.int16)
+    R.fill_page_maps(b_lo, b_hi, page_block, page_pos)
     a_nblocks = np.bincount(b_alloc, minlength=n_alloc).astype(np.int64)
     a_npages = np.bincount(b_alloc, weights=npg, minlength=n_alloc).astype(np.int64)
     slot_key = rs.slot_key[:rs.n_slots]
@@ -740,6 +761,11 @@ def _dense_maps(rs, block_off: np.ndarray, first_page: np.ndarray, last_page: np
         b_alloc=b_alloc.astype(np.int32), b_lo=b_lo.astype(np.int16),
         b_hi=b_hi.astype(np.int16), b_page0=b_page0, b_first_vpage=(window << 9) + b_lo,
         keys=keys, slot_page0=slot_page0, block0=block_off - (first_page >> 9))
+
+
+def _too_many_blocks(n: int | str) -> str:
+    return (f"the trace touches {n} blocks of 2 MiB; at most {R.MAX_BLOCKS} (2 TiB) are "
+            "supported, as each costs its 512 pages of memory")
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:
@@ -798,6 +824,9 @@ def _raise_row_error(err: int, row: int, detail: int, cols: dict, r: int,
     if err == R.E_SLICES_RANGE:
         raise TraceFormatError(f"slices sets a bit at or above n_slices = {detail} of {kname}",
                                file=fx, column="slices", row=row)
+    if err == R.E_TOO_MANY_BLOCKS:
+        raise TraceFormatError(_too_many_blocks(f"more than {R.MAX_BLOCKS}"), file=fx,
+                               column="page", row=row)
     if err == R.E_OUT_OF_RANGE:
         raise TraceFormatError(
             f"{kname} touches address {detail << 12:#x} (page {detail:#x}) outside every "
@@ -829,21 +858,25 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     used, or here with `streams=True` (src/uvmsim/trace/streams.py).
     """
     d = Path(path)
-    try:
-        exists = d.exists()
-    except ValueError:  # e.g. an embedded NUL: no file can have this name
-        exists = False
-    if not exists:
+    st = _stat(d)
+    if st is None:
         raise FileNotFoundError(errno.ENOENT, "no such trace directory", str(d))
-    if not d.is_dir():
+    if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "a uvmtrace is a directory (name ending in "
                                  ".uvmtrace)", str(d))
     if not d.name.endswith(".uvmtrace"):
         raise TraceFormatError("trace directory name must end in '.uvmtrace'", file=str(d))
     for f in REQUIRED_FILES:
-        if not (d / f).is_file():
-            raise TraceFormatError("missing file" if not (d / f).exists() else
-                                   "not a regular file", file=str(d / f))
+        try:
+            fst = _stat(d / f)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            raise TraceFormatError("a loop of symbolic links, not a regular file",
+                                   file=str(d / f)) from None
+        if fst is None or not stat.S_ISREG(fst.st_mode):
+            raise TraceFormatError("missing file" if fst is None else "not a regular file",
+                                   file=str(d / f))
     manifest = _read_manifest(d)
     names = {f: str(d / f) for f in REQUIRED_FILES}
     files = {f: open_checked(d / f, names[f]) for f in (ALLOCATIONS, EVENTS, KERNELS,
@@ -915,14 +948,41 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     return trace
 
 
-def _batches(pf: pq.ParquetFile, batch_rows: int, cols: list[str],
+def _stat(p: Path) -> os.stat_result | None:
+    """os.stat of a path (following links), None where nothing is there; any other failure
+    is raised as what it is (a loop of symbolic links is ELOOP, not a missing path, which
+    Path.exists would make of it)."""
+    try:
+        return os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError:  # e.g. an embedded NUL: no file can have this name
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a loop of symbolic links (too many levels), not a "
+                          "trace directory", str(p)) from None
+        raise
+
+
+def _batches(pf: CheckedFile, batch_rows: int, cols: list[str],
              shown: str) -> Iterator[pa.RecordBatch]:
-    """The access rows in batches, one row group at a time: pyarrow's iterator over a whole
-    file keeps each row group's buffers until it is done (about 5 bytes a row), one per
-    row group does not."""
-    for g in range(pf.metadata.num_row_groups):
-        yield from _guarded(pf.iter_batches(batch_size=batch_rows, row_groups=[g],
-                                            columns=cols, use_threads=True), shown)
+    """The access rows in batches, a run of consecutive row groups of about batch_rows rows
+    at a time: pyarrow's iterator over a whole file keeps each row group's buffers until it
+    is done (about 5 bytes a row), so one over all of them would hold the file; one per row
+    group costs a reader per group, which for many small groups (95,984 of one row) is most
+    of the load time."""
+    rows = pf.row_group_rows.tolist()
+    g0 = 0
+    while g0 < len(rows):
+        g1, n = g0 + 1, rows[g0]
+        while g1 < len(rows) and n + rows[g1] <= batch_rows:
+            n += rows[g1]
+            g1 += 1
+        yield from _guarded(pf.iter_batches(batch_size=batch_rows,
+                                            row_groups=list(range(g0, g1)), columns=cols,
+                                            use_threads=True), shown)
+        g0 = g1
 
 
 def _signature(p: Path) -> tuple[int, int, int]:
@@ -975,6 +1035,55 @@ def _table_rows(acc: pa.Table) -> _Rows:
                  "slices" in acc.column_names)
 
 
+def retable(trace: Trace, *, allocations: TableLike, events: TableLike,
+            source: dict[str, Any]) -> Trace:
+    """`trace` with other allocation and event tables, the same kernels and the same access
+    rows (by virtual page), validated as any trace. A streamed trace stays streamed: its
+    rows are read again from its file, and the new Trace streams them too. v1.2 streams
+    (by virtual page too) come along, read and checked against the new Trace on first use."""
+    tables = {ALLOCATIONS: coerce_table(allocations, ALLOCATIONS),
+              EVENTS: coerce_table(events, EVENTS),
+              KERNELS: coerce_table(trace.kernels, KERNELS)}
+    drop = trace.dropped_rows > 0
+    streams = trace._cache.get("streams_source")
+    if trace.rows is None:
+        acc = coerce_table(_access_rows(trace), ACCESSES)
+        tables[ACCESSES] = acc
+        new = _build(tables, _table_rows(acc), {f: f for f in REQUIRED_FILES},
+                     _manifest(tables, source, streams is not None), drop, None)
+    else:
+        reread = trace.rows._reread
+        d = trace.path
+        names = {f: str(d / f) for f in REQUIRED_FILES}
+        manifest = {**trace.manifest, "source": source}
+        rows = _Rows(reread(), trace.rows.n_rows + trace.dropped_rows,
+                     trace.rows.has_slices, reread)
+        new = _build(tables, rows, names, manifest, drop, d)
+    if streams is not None:
+        new._cache["streams_source"] = streams
+    return new
+
+
+def _access_rows(trace: Trace) -> pd.DataFrame:
+    """An in-memory trace's access rows back as a table, by virtual page, in replay order."""
+    a = trace.arrays
+    d = a.row_page.astype(np.int64)
+    al = a.b_alloc[a.page_block[d]].astype(np.int64)
+    page = a.a_first_page[al] + (d - a.a_page_off[al])
+    n = np.diff(a.k_row_start)
+    kid = trace.kernels["kernel_id"].to_numpy().astype(np.uint32)
+    df = pd.DataFrame({
+        "kernel_id": np.repeat(kid, n),
+        "page": page.astype(np.uint64),
+        "flags": a.row_flags,
+        "count": a.row_count,
+        "order": np.concatenate([np.arange(k, dtype=np.uint32) for k in n])
+        if n.size else np.zeros(0, np.uint32)})
+    if a.row_slices.size:
+        df["slices"] = a.row_slices
+    return df
+
+
 def _stream_tables(blocks: TableLike | None,
                    block_accesses: TableLike | None) -> dict[str, pa.Table] | None:
     """The v1.2 stream tables cast to the spec schema, or None when neither is given."""
@@ -993,7 +1102,9 @@ def _attach_streams(trace: Trace, kernels_t: pa.Table,
     names = {f: f for f in STREAM_FILES}
     present = (stables is not None,) * 2
     if _streams.check_presence(kernels_t.to_pandas(), present, KERNELS, names):
-        _streams.load_streams(trace, source=_streams._Source(names=names, tables=stables))
+        src = _streams._Source(names=names, tables=stables)
+        trace._cache["streams_source"] = src   # a view of the trace (retable) reads it again
+        _streams.load_streams(trace, source=src)
 
 
 def _manifest(tables: dict[str, pa.Table], source: dict[str, Any],
@@ -1054,8 +1165,11 @@ def write_trace(path: str | os.PathLike, *, allocations: TableLike, events: Tabl
         if d.exists():
             shutil.rmtree(d)
         os.replace(tmp, d)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            from .._atomic import _named
+            raise _named(e, d) from e
         raise
     return d
 

@@ -155,20 +155,17 @@ class Plan:
         meta = {"format": FORMAT, "version": VERSION, **self.meta}
         schema = pa.schema([pa.field(n, t, nullable=False) for n, t in SCHEMA],
                            metadata={META_KEY: json.dumps(meta, default=str).encode()})
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        try:
-            table = pa.Table.from_arrays(cols, schema=schema)
+        table = pa.Table.from_arrays(cols, schema=schema)
+        from .._atomic import write_atomic
+
+        def write(tmp: Path) -> None:
             if p.suffix in ARROW_SUFFIXES:
                 import pyarrow.feather as feather
                 feather.write_feather(table, tmp, compression="zstd")
             else:
                 pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, p)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return p
+        # whole or not at all; a failed write names the plan's file
+        return write_atomic(p, write)
 
 
 def from_table(table: Any, *, meta: dict[str, Any] | None = None,

@@ -233,6 +233,15 @@ def fill_positions(S, blk, p0, use_masks, cause_f, cause_p, out_row):
             new_last = pos
     if run:
         S.driver[0].step_ns += htod_ns(S, run)
+    # a fault's pages from the host (demand or prefetch) cost the driver's per-page work
+    # beyond their copy (hw.migrate_page_ns; docs/semantics.md "Time")
+    n_mig = 0
+    if cause_f <= CAUSE_PREFETCH:
+        n_mig += n_xfer_f
+    if cause_p <= CAUSE_PREFETCH:
+        n_mig += n_xfer_p
+    if n_mig:
+        S.driver[0].step_ns += n_mig * S.hw[0].migrate_page_ns
     S.counts[out_row, C_ZERO_FILL] += n_zero
     if n_xfer_f:
         S.counts[out_row, CAUSE_HTOD_COL[cause_f]] += n_xfer_f * 4096

@@ -11,12 +11,21 @@
 # translation's translate; the eviction policy's EV_ON_HIT): so a second front-end is one
 # new file here, and the driver, memory and link stay as they are.
 #
+# Another front-end may build on this one (build.FRONTEND_BASES): it is then joined without
+# its run_kernel, and page_set_kernel replays the kernels the other does not.
+#
 # Owns: S.frontend[0] (the slices option). Reads S.pstate (RES, INB, DUP) to tell hits,
 # pages already in the open batch and misses apart.
 
 
 @_jit
 def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
+    """The front-end's entry: kernel k replays its page set (page_set_kernel)."""
+    return page_set_kernel(pst, est, wst, S, T, k, batch_size, t0)
+
+
+@_jit
+def page_set_kernel(pst, est, wst, S, T, k, batch_size, t0):
     """Replay one kernel's access rows with fault batching from time t0; returns when the
     kernel ends: t0 + its compute + its stalls, or its last page walk if that is later.
 

@@ -1,0 +1,102 @@
+"""The progress front-end's inputs: a trace's v1.2 streams as the arrays it replays.
+
+The progress front-end (engine/parts/frontends/progress.py, docs/semantics.md "Progress")
+runs each kernel that has a stream as thread blocks in resident slots. Before compiled code
+indexes with them, this builds and checks, from `uvmsim.trace.streams.Streams` and the
+launch columns (`launch_arrays`), the fields `uvmsim.engine.state.new_state(progress=...)`
+takes:
+
+* `fe_slots[k]`: the resident slots of kernel rank k, `min(blocks, sm_count x
+  max_blocks_per_sm)`; where either is unknown (or max_blocks_per_sm is 0) the most blocks
+  the instrumented run had running at once (overlapping [t_start, t_end]); 0 where the
+  kernel has no stream (it replays its page set);
+* `fe_bstart`, `fe_rstart`: the blocks of each kernel and the rows of each block (CSR);
+* `fe_bdur`: a block's run (t_end - t_start, at least 1 ns, so a kernel's fault-free
+  makespan is never 0); `fe_rt`: each row's time from its block's start;
+* `fe_acc`, `fe_rlo`, `fe_rhi`: the pages a row stands for, as access rows of its kernel
+  (indices into TraceArrays.row_*, so a fault is a read or write by the kernel's flags for
+  the page): each kernel's access rows sorted by virtual page, and per stream row the span
+  of those inside the row's unit (one row at unit 4 KiB; at a coarser unit the kernel's
+  access pages in that window, docs/trace-format.md "For a consumer").
+
+The engine imports nothing above it, so the streams come in as an argument.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..trace.format import PAGE_SHIFT
+
+
+def instrumented_concurrency(t_start: np.ndarray, t_end: np.ndarray) -> int:
+    """The most blocks running at once in the instrumented run: the largest number of
+    [t_start, t_end] intervals that share a point (at least 1 for a kernel with blocks)."""
+    if t_start.size == 0:
+        return 0
+    st = np.sort(t_start)
+    en = np.sort(t_end)
+    active = np.searchsorted(st, st, "right") - np.searchsorted(en, st, "left")
+    return max(1, int(active.max()))
+
+
+def kernel_slots(streams, launch) -> np.ndarray:
+    """Resident thread-block slots of each kernel rank (0: no stream)."""
+    kbs = streams.k_block_start
+    n_blk = np.diff(kbs)
+    per_gpu = launch.sm_count * launch.max_blocks_per_sm
+    known = (launch.sm_count > 0) & (launch.max_blocks_per_sm > 0)
+    slots = np.zeros(n_blk.size, np.int64)
+    for k in np.flatnonzero((streams.k_unit != 0) & (n_blk > 0)):
+        b0, b1 = int(kbs[k]), int(kbs[k + 1])
+        if known[k]:
+            slots[k] = min(int(n_blk[k]), int(per_gpu[k]))
+        else:
+            slots[k] = instrumented_concurrency(streams.blk_t_start[b0:b1],
+                                                streams.blk_t_end[b0:b1])
+    return slots
+
+
+def _vpage(T, dense: np.ndarray) -> np.ndarray:
+    blk = T.page_block[dense]
+    return (T.b_first_vpage[blk].astype(np.int64) + T.page_pos[dense].astype(np.int64)
+            - T.b_lo[blk].astype(np.int64))
+
+
+def progress_arrays(T, streams, launch) -> dict[str, np.ndarray]:
+    """The fields of the progress front-end for trace arrays `T` (uvmsim.trace.TraceArrays),
+    their `streams` (uvmsim.trace.streams.Streams) and `launch` (LaunchArrays)."""
+    n_k = T.k_row_start.size - 1
+    if streams.k_unit.size != n_k or streams.k_block_start.size != n_k + 1:
+        raise ConfigError(f"progress: the streams hold {streams.k_unit.size} kernels, the "
+                          f"trace {n_k}")
+    slots = kernel_slots(streams, launch)
+    n_rows = streams.row_page.size
+    rlo = np.zeros(n_rows, np.int64)
+    rhi = np.zeros(n_rows, np.int64)
+    acc = []
+    off = 0
+    kbs, brs = streams.k_block_start, streams.blk_row_start
+    for k in np.flatnonzero(slots):
+        r0, r1 = int(T.k_row_start[k]), int(T.k_row_start[k + 1])
+        rows = np.arange(r0, r1, dtype=np.int64)
+        vp = _vpage(T, T.row_page[r0:r1].astype(np.int64))
+        o = np.argsort(vp, kind="stable")
+        vp = vp[o]
+        acc.append(rows[o])
+        s0, s1 = int(brs[kbs[k]]), int(brs[kbs[k + 1]])
+        shift = int(streams.k_unit[k]) - PAGE_SHIFT
+        w0 = (_vpage(T, streams.row_page[s0:s1].astype(np.int64)) >> shift) << shift
+        lo = np.searchsorted(vp, w0, "left")
+        hi = np.searchsorted(vp, w0 + (1 << shift), "left")
+        if (hi <= lo).any():
+            raise ConfigError(f"progress: a stream row of kernel rank {k} covers none of "
+                              "its kernel's access pages")
+        rlo[s0:s1] = off + lo
+        rhi[s0:s1] = off + hi
+        off += r1 - r0
+    return {"fe_slots": slots, "fe_bstart": kbs.astype(np.int64),
+            "fe_bdur": np.maximum(streams.blk_t_end - streams.blk_t_start, 1).astype(np.int64),
+            "fe_rstart": brs.astype(np.int64), "fe_rt": streams.row_t.astype(np.int64),
+            "fe_rlo": rlo, "fe_rhi": rhi,
+            "fe_acc": np.concatenate(acc) if acc else np.zeros(1, np.int64)}

@@ -1,0 +1,279 @@
+# FRONT-END `progress`: thread blocks progress through their own v1.2 streams in resident
+# slots, stall on their faults and resume when the driver has serviced them
+# (docs/semantics.md, "Progress"; docs/model.md). Kernels without a stream replay their page
+# set: this front-end builds on page_sets (build.FRONTEND_BASES) and calls page_set_kernel.
+#
+# A template part (see memory.py's header and page_sets.py's). Of the other parts it calls
+# only what build.FRONTEND_USES lists: the driver's add_fault, service_now and
+# service_clocked, the eviction policy's EV_ON_HIT, and page_set_kernel.
+#
+# Owns: the fe_* fields of the state (uvmsim.engine.state; inputs built by
+# uvmsim.engine.blocks) and S.frontend[0].fault_latency_ns. Reads S.pstate (RES) and
+# S.b_chunk. A kernel's run is one event loop on its own clock (0 at the kernel's start):
+#   0  a fault batch's service ends: its pages stop being pending; every stalled block
+#      retries its row at that time (a kind-1 event)
+#   1  a running block reaches its next row (or the end of its run), ties by block id
+#   2  the driver starts a service: up to batch_size pending faults in arrival order
+# At equal times kind 0 goes first, then 1, then 2; the reference model
+# (uvmsim/reference/frontends/progress.py) orders its SimPy events the same way.
+
+
+@_jit
+def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
+    """Kernel k replays its stream (progress_kernel) if it has one, else its page set."""
+    if S.fe_slots[k] > 0:
+        return progress_kernel(pst, est, wst, S, T, k, batch_size, t0)
+    return page_set_kernel(pst, est, wst, S, T, k, batch_size, t0)
+
+
+@_jit
+def heap_push(S, n, t, b):
+    """Put (t, b) into the heap of n running blocks; returns its new size."""
+    ht = S.fe_heap_t
+    hb = S.fe_heap_b
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < t or (ht[p] == t and hb[p] < b):
+            break
+        ht[i] = ht[p]
+        hb[i] = hb[p]
+        i = p
+    ht[i] = t
+    hb[i] = b
+    return n + 1
+
+
+@_jit
+def heap_pop(S, n):
+    """Drop the least (t, b) of the heap of n; returns its new size."""
+    ht = S.fe_heap_t
+    hb = S.fe_heap_b
+    n -= 1
+    t = ht[n]
+    b = hb[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hb[c + 1] < hb[c])):
+            c += 1
+        if ht[c] < t or (ht[c] == t and hb[c] < b):
+            ht[i] = ht[c]
+            hb[i] = hb[c]
+            i = c
+        else:
+            break
+    ht[i] = t
+    hb[i] = b
+    return n
+
+
+@_jit
+def fault_free_makespan(S, b0, n_blk, slots):
+    """The kernel's run without faults in the instrumented clock: blocks dispatched in id
+    order onto `slots` slots, each taking its own run (fe_bdur)."""
+    n = 0
+    for j in range(slots):
+        n = heap_push(S, n, 0.0, j)
+    m = 0.0
+    for j in range(n_blk):
+        t = S.fe_heap_t[0]
+        n = heap_pop(S, n)
+        e = t + S.fe_bdur[b0 + j]
+        if e > m:
+            m = e
+        n = heap_push(S, n, e, j)
+    return m
+
+
+@_jit
+def still_queued(S, T, r):
+    """Whether every page of row r is queued and not resident (a retry would change
+    nothing)."""
+    for i in range(S.fe_rlo[r], S.fe_rhi[r]):
+        d = T.row_page[S.fe_acc[i]]
+        if T.a_host[T.b_alloc[T.page_block[d]]]:
+            continue
+        if S.fe_pend[d] != PEND_QUEUED or S.pstate[d] & RES:
+            return False
+    return True
+
+
+@_jit
+def dispatch(S, j, b0, t, s, nh):
+    """Block j (of the kernel's blocks from b0) takes a slot at time t: its first row comes
+    after its first row's offset, scaled by s."""
+    r = S.fe_rstart[b0 + j]
+    S.fe_cur[j] = r
+    S.fe_refault[j] = 0
+    return heap_push(S, nh, t + S.fe_rt[r] * s, j)
+
+
+@_jit
+def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
+    """Replay kernel k's thread blocks from time t0; returns when the kernel ends.
+
+    Compute between a block's rows is their instrumented gap times s = duration_ns / the
+    fault-free makespan, so without faults the kernel takes its uninstrumented time. A
+    block reaching a row whose pages are all resident passes it (the eviction policy hears
+    of a hit on each); otherwise each non-resident page not yet pending becomes a fault in
+    the queue and the block stalls until a service end lets it retry. The kernel ends when
+    every block has run and no service is in flight, never before t0 + duration_ns.
+    """
+    b0 = S.fe_bstart[k]
+    n_blk = S.fe_bstart[k + 1] - b0
+    slots = min(S.fe_slots[k], n_blk)
+    dur = compute_ns(T, k)
+    s = dur / fault_free_makespan(S, b0, n_blk, slots)
+    lat = S.frontend[0].fault_latency_ns
+    cap = S.fe_q_row.size
+    nh = 0
+    for j in range(slots):
+        nh = dispatch(S, j, b0, 0.0, s, nh)
+    nxt = slots
+    n_done = 0
+    n_st = 0
+    qh = 0          # the fault queue: S.fe_q_row[qh], qn entries (a ring of cap)
+    qn = 0
+    flight = False  # a service in flight, ending at svc_end, of n_fl faults
+    svc_end = 0.0
+    n_fl = 0
+    pending = False  # the driver's next start, at drv_t
+    drv_t = 0.0
+    last = 0.0
+    tick = T.k_row_start[k]
+    while True:
+        kind = -1
+        tt = 0.0
+        if flight:
+            kind = 0
+            tt = svc_end
+        if nh > 0 and (kind < 0 or S.fe_heap_t[0] < tt):
+            kind = 1
+            tt = S.fe_heap_t[0]
+        if pending and n_done < n_blk and (kind < 0 or drv_t < tt):
+            kind = 2
+            tt = drv_t
+        if kind < 0:
+            break
+        if kind == 0:
+            flight = False
+            for i in range(n_fl):
+                S.fe_pend[T.row_page[S.fe_flight[i]]] = PEND_NONE
+            if tt > last:
+                last = tt
+            # a stalled block whose pages are all still queued would only stall again
+            # (no fault, no hit): it is not woken, which changes nothing but the work
+            keep = 0
+            for i in range(n_st):
+                j = S.fe_stalled[i]
+                if still_queued(S, T, S.fe_cur[j]):
+                    S.fe_stalled[keep] = j
+                    keep += 1
+                else:
+                    nh = heap_push(S, nh, tt, j)
+            n_st = keep
+            if qn > 0:
+                pending = True
+                drv_t = max(tt, S.fe_q_t[qh] + lat)
+        elif kind == 2:
+            pending = False
+            nb = np.int64(0)  # typed: a literal would specialize service_now on it
+            while qn > 0 and nb < batch_size:
+                a = S.fe_q_row[qh]
+                qh += 1
+                if qh == cap:
+                    qh = 0
+                qn -= 1
+                d = T.row_page[a]
+                ps = S.pstate[d]
+                if ps & RES:  # made resident (a prefetch) while it waited: no fault
+                    S.fe_pend[d] = PEND_NONE
+                    continue
+                S.fe_pend[d] = PEND_FLIGHT
+                S.fe_flight[nb] = a
+                tick = a
+                nb = add_fault(S, T, k, a, d, ps, nb)
+            if nb > 0:
+                if wst is None:
+                    cost = service_now(pst, est, S, T, nb, k, tick)
+                else:
+                    cost = service_clocked(pst, est, S, T, nb, k, tick, t0 + tt)
+                n_fl = nb
+                flight = True
+                svc_end = tt + cost
+        else:
+            j = S.fe_heap_b[0]
+            nh = heap_pop(S, nh)
+            r = S.fe_cur[j]
+            e = S.fe_rstart[b0 + j + 1]
+            if r == e:  # the end of its run: the slot goes to the next block
+                n_done += 1
+                if tt > last:
+                    last = tt
+                if nxt < n_blk:
+                    nh = dispatch(S, nxt, b0, tt, s, nh)
+                    nxt += 1
+                continue
+            lo = S.fe_rlo[r]
+            hi = S.fe_rhi[r]
+            missing = 0
+            queued = 0
+            for i in range(lo, hi):
+                a = S.fe_acc[i]
+                d = T.row_page[a]
+                if T.a_host[T.b_alloc[T.page_block[d]]]:
+                    continue
+                pe = S.fe_pend[d]
+                if pe == PEND_FLIGHT:
+                    missing += 1
+                    continue
+                if S.pstate[d] & RES:
+                    continue
+                missing += 1
+                if pe == PEND_NONE:
+                    if qn == 0 and not flight:
+                        pending = True
+                        drv_t = max(tt, tt + lat)
+                    q = qh + qn
+                    if q >= cap:
+                        q -= cap
+                    S.fe_q_row[q] = a
+                    S.fe_q_t[q] = tt
+                    qn += 1
+                    queued += 1
+                    S.fe_pend[d] = PEND_QUEUED
+            if missing:
+                if queued:
+                    S.fe_refault[j] += 1
+                    if S.fe_refault[j] > MAX_ROW_FAULTS:
+                        raise RuntimeError("progress: a thread block's row keeps faulting "
+                                           "(it needs more memory than the GPU holds)")
+                S.fe_stalled[n_st] = j
+                n_st += 1
+                continue
+            for i in range(lo, hi):
+                a = S.fe_acc[i]
+                d = T.row_page[a]
+                blk = T.page_block[d]
+                if not T.a_host[T.b_alloc[blk]]:
+                    EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], a)
+            S.fe_refault[j] = 0
+            if r + 1 < e:
+                S.fe_cur[j] = r + 1
+                nh = heap_push(S, nh, tt + (S.fe_rt[r + 1] - S.fe_rt[r]) * s, j)
+            else:
+                S.fe_cur[j] = e
+                nh = heap_push(S, nh, tt + (S.fe_bdur[b0 + j] - S.fe_rt[r]) * s, j)
+    # faults left in the queue once every block has run are not needed any more
+    while qn > 0:
+        S.fe_pend[T.row_page[S.fe_q_row[qh]]] = PEND_NONE
+        qh += 1
+        if qh == cap:
+            qh = 0
+        qn -= 1
+    stall = last - dur if last > dur else 0.0
+    S.times[k, T_STALL] += stall
+    return t0 + dur + stall

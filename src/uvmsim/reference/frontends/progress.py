@@ -1,0 +1,233 @@
+"""Front-end `progress` in the reference model: thread blocks progress through their own v1.2
+streams in resident slots, stall on their faults and resume when the driver has serviced
+them (the engine's engine/parts/frontends/progress.py; docs/semantics.md, "Progress").
+
+A kernel with a stream is its own SimPy run on a clock that starts at 0 with the kernel:
+one process per thread block, holding a slot of a `simpy.Resource(slots)` for its run (the
+resource grants slots in request order, so blocks are dispatched in id order), and one
+driver process that takes the queued faults in arrival order, services them as a batch
+(Driver.service_batch) and wakes the stalled blocks when the service ends. Events at equal
+times go in the engine's order: a service's end, then the blocks by id, then the driver's
+start (their SimPy priorities below). Kernels without a stream replay their page set.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+import simpy
+
+from ...engine.state import (C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, MAX_ROW_FAULTS,
+                             PEND_FLIGHT, PEND_NONE, PEND_QUEUED, RES, T_STALL, T_TRANSFER)
+from ...trace.format import FLAGS_WRITE
+
+# SimPy priorities of a kernel's events at one time (lower first; SimPy's own grants and
+# wake-ups, NORMAL = 1, only pass control and come first)
+P_SERVICE_END = 2
+P_BLOCK = 3                # + the block's index in the kernel
+P_DRIVER = 3 + (1 << 40)
+
+
+class At(simpy.events.Event):
+    """An event at exactly time t (not now + a rounded delay) with a given priority."""
+
+    def __init__(self, env: simpy.Environment, t: float, priority: int) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        delay = t - env.now
+        for _ in range(8):
+            got = env.now + delay
+            if got == t:
+                break
+            delay = float(np.nextafter(delay, np.inf if got < t else -np.inf))
+        else:
+            raise AssertionError(f"no delay reaches time {t!r} from {env.now!r}")
+        env.schedule(self, priority, delay)
+
+
+class _Run:
+    """One kernel's run: its clock, slots, fault queue, stalled blocks and driver."""
+
+    def __init__(self, k: int, t0: float, b0: int, s: float, lat: float, slots: int) -> None:
+        self.env = simpy.Environment()
+        self.slots = simpy.Resource(self.env, capacity=slots)
+        self.k, self.t0, self.b0, self.s, self.lat = k, t0, b0, s, lat
+        self.queue: deque = deque()          # (access row, arrival) of pending faults
+        self.stalled: list = []              # (block, its wake-up event)
+        self.work = None                     # the idle driver's wake-up event
+        self.flight = False
+        self.flight_done = None
+        self.last = 0.0
+        self.tick = 0
+
+
+class Progress:
+    """Kernels with a stream replay their thread blocks; the others their page set."""
+
+    def run_kernel(self, k: int, t0: float):
+        if self.S.fe_slots[k] > 0:
+            return self.progress_kernel(k, t0)
+        return super().run_kernel(k, t0)
+
+    def progress_kernel(self, k: int, t0: float):
+        """Run kernel k's blocks on their own clock; the kernel ends at t0 + duration_ns +
+        the stall (the run's end past duration_ns)."""
+        S, T = self.S, self.T
+        dur = float(T.k_duration_ns[k])
+        if not dur > 0.0:
+            dur = 0.0
+        last = self.run_blocks(k, t0, dur)
+        stall = last - dur if last > dur else 0.0
+        S.times[k, T_STALL] += stall
+        end = t0 + dur + stall
+        if end > self.env.now:
+            yield self.env.timeout(end - self.env.now)
+        return end
+
+    def run_blocks(self, k: int, t0: float, dur: float) -> float:
+        S, T = self.S, self.T
+        b0 = int(S.fe_bstart[k])
+        n_blk = int(S.fe_bstart[k + 1]) - b0
+        slots = min(int(S.fe_slots[k]), n_blk)
+        # the fault-free makespan in the instrumented clock: blocks in id order on the slots
+        free = [0] * slots
+        m = 0
+        for j in range(n_blk):
+            e = heapq.heappop(free) + int(S.fe_bdur[b0 + j])
+            m = max(m, e)
+            heapq.heappush(free, e)
+        R = _Run(k, t0, b0, dur / m, float(S.frontend[0].fault_latency_ns), slots)
+        env = R.env
+        blocks = [env.process(self.block(R, j)) for j in range(n_blk)]
+        env.process(self.progress_driver(R))
+
+        def kernel():
+            yield env.all_of(blocks)
+            if R.flight:
+                R.flight_done = env.event()
+                yield R.flight_done
+
+        env.run(until=env.process(kernel()))
+        for a, _ in R.queue:  # not needed any more: every block has run
+            S.fe_pend[T.row_page[a]] = PEND_NONE
+        return R.last
+
+    def block(self, R: _Run, j: int):
+        """Thread block j: take a slot, then its rows in order, stalling on faults."""
+        S, T, env = self.S, self.T, R.env
+        rt = S.fe_rt
+        with R.slots.request() as req:
+            yield req
+            r = int(S.fe_rstart[R.b0 + j])
+            e = int(S.fe_rstart[R.b0 + j + 1])
+            t = env.now + int(rt[r]) * R.s
+            yield At(env, t, P_BLOCK + j)
+            faulted = 0
+            while True:
+                missing, queued = self.check_row(R, r, t)
+                if missing:
+                    if queued:
+                        faulted += 1
+                        if faulted > MAX_ROW_FAULTS:
+                            raise RuntimeError("progress: a thread block's row keeps faulting "
+                                               "(it needs more memory than the GPU holds)")
+                    wake = env.event()
+                    R.stalled.append((j, wake))
+                    t = yield wake
+                    yield At(env, t, P_BLOCK + j)
+                    continue
+                faulted = 0
+                self.pass_row(r)
+                if r + 1 < e:
+                    t = t + (int(rt[r + 1]) - int(rt[r])) * R.s
+                    r += 1
+                    yield At(env, t, P_BLOCK + j)
+                else:
+                    t = t + (int(S.fe_bdur[R.b0 + j]) - int(rt[r])) * R.s
+                    yield At(env, t, P_BLOCK + j)
+                    break
+            R.last = max(R.last, t)
+
+    def check_row(self, R: _Run, r: int, t: float) -> tuple[int, int]:
+        """Row r's pages: (not usable yet, newly queued as faults)."""
+        S, T = self.S, self.T
+        missing = queued = 0
+        for i in range(int(S.fe_rlo[r]), int(S.fe_rhi[r])):
+            a = int(S.fe_acc[i])
+            d = int(T.row_page[a])
+            if T.a_host[T.b_alloc[T.page_block[d]]]:
+                continue
+            pe = S.fe_pend[d]
+            if pe == PEND_FLIGHT:
+                missing += 1
+                continue
+            if S.pstate[d] & RES:
+                continue
+            missing += 1
+            if pe == PEND_NONE:
+                if R.work is not None and not R.work.triggered:
+                    R.work.succeed()
+                R.queue.append((a, t))
+                queued += 1
+                S.fe_pend[d] = PEND_QUEUED
+        return missing, queued
+
+    def pass_row(self, r: int) -> None:
+        """A block passes row r: the eviction policy hears of a hit on each of its pages."""
+        S, T = self.S, self.T
+        if self.EV_ON_HIT is None:
+            return
+        for i in range(int(S.fe_rlo[r]), int(S.fe_rhi[r])):
+            a = int(S.fe_acc[i])
+            d = int(T.row_page[a])
+            blk = int(T.page_block[d])
+            if not T.a_host[T.b_alloc[blk]]:
+                self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], a)
+
+    def progress_driver(self, R: _Run):
+        """The driver: when faults are queued, take up to a batch of them in arrival order
+        (those made resident meanwhile are dropped), service them, wake the stalled blocks
+        at the service's end."""
+        S, T, env = self.S, self.T, R.env
+        while True:
+            if not R.queue:
+                R.work = env.event()
+                yield R.work
+                R.work = None
+            start = max(env.now, R.queue[0][1] + R.lat)
+            yield At(env, start, P_DRIVER)
+            batch = []
+            while R.queue and len(batch) < self.batch_size:
+                a, _ = R.queue.popleft()
+                d = int(T.row_page[a])
+                if S.pstate[d] & RES:
+                    S.fe_pend[d] = PEND_NONE
+                    continue
+                S.fe_pend[d] = PEND_FLIGHT
+                batch.append(a)
+                R.tick = a
+                S.counts[R.k, C_FAULTS] += 1
+                S.counts[R.k, C_FAULTS_WRITE if T.row_flags[a] & FLAGS_WRITE
+                         else C_FAULTS_READ] += 1
+                self.faults.add(d)
+            if not batch:
+                continue
+            nb = len(batch)
+            S.driver[0].step_ns = 0.0
+            self.service_batch(nb, R.k, R.tick)
+            cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+            S.times[R.k, T_TRANSFER] += S.driver[0].step_ns
+            end = start + cost
+            R.flight = True
+            yield At(env, end, P_SERVICE_END)
+            R.flight = False
+            for a in batch:
+                S.fe_pend[T.row_page[a]] = PEND_NONE
+            R.last = max(R.last, end)
+            stalled, R.stalled = R.stalled, []
+            for _, wake in stalled:
+                wake.succeed(end)
+            if R.flight_done is not None:
+                R.flight_done.succeed()

@@ -1,0 +1,216 @@
+"""The progress front-end (option `block_progress`, docs/semantics.md "Progress"): its rules on
+hand-built and synthetic v1.2 traces, its defaults, what it refuses, and the engine equal to
+the SimPy reference model with it on (hypothesis; HYPOTHESIS_PROFILE=slow for many)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import uvmsim
+import uvmsim.reference as ref
+from uvmsim.engine.blocks import instrumented_concurrency, kernel_slots
+from uvmsim.errors import ConfigError
+from uvmsim.trace import synth
+from uvmsim.trace.builder import TraceBuilder
+from uvmsim.trace.streams import launch_arrays
+
+from helpers import examples
+from test_reference_diff import assert_same
+
+MiB = 1 << 20
+
+
+def launch(sm_count: int, per_sm: int, n_blocks: int) -> dict:
+    return dict(n_blocks=n_blocks, threads_per_block=128, regs_per_thread=32,
+                smem_static_bytes=0, smem_dynamic_bytes=0, cluster_blocks=1,
+                sm_count=sm_count, max_blocks_per_sm=per_sm)
+
+
+def three_blocks(slots: int, *, again: bool = False):
+    """One kernel of 3 thread blocks over 8 pages of one buffer, each block touching its
+    own pages (block 0: 0, 3, 6; block 1: 1, 4; block 2: 2, 5, 7), `slots` resident at once;
+    `again`: the same kernel launched a second time."""
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 8)]
+    kw = dict(writes=P, launch=launch(1, slots, 3), duration_ns=9000,
+              stream_blocks=[(0, 0, 50), (1, 5, 40), (2, 60, 90)],
+              stream_rows=[(0, P[0], 0, 2), (0, P[3], 10, 2), (0, P[6], 50, 2),
+                           (1, P[1], 0, 2), (1, P[4], 30, 2),
+                           (2, P[2], 0, 2), (2, P[5], 20, 2), (2, P[7], 30, 2)],
+              stream_unit=12, stream_tick_ns=16)
+    b.kernel("k0", **kw)
+    if again:
+        b.kernel("k1", **kw)
+    return b.build()
+
+
+def run(trace, **kw):
+    return uvmsim.simulate(trace, block_progress=True, **kw)
+
+
+def test_blocks_stall_on_their_own_faults_and_batch_in_arrival_order():
+    one, three = three_blocks(1), three_blocks(3)
+    a = run(one, prefetch="none")
+    b = run(three, prefetch="none")
+    # every page faults once either way (each is first touched by one block)
+    assert a.summary["faults"] == b.summary["faults"] == 8
+    # one slot: a block's fault is alone in the buffer when the driver takes it
+    assert a.summary["fault_batches"] == 8
+    # three slots: the three first touches at time 0 form one batch
+    assert b.summary["fault_batches"] < 8
+    # the blocks' waits overlap: less stall with more slots
+    assert b.kernels.stall_ns[0] < a.kernels.stall_ns[0]
+    for t in (one, three):
+        assert_same(run(t, prefetch="none"), ref.simulate(t, block_progress=True, prefetch="none"))
+
+
+def test_a_fault_free_kernel_takes_its_uninstrumented_time():
+    for slots in (1, 2, 3):
+        r = run(three_blocks(slots, again=True))
+        assert r.kernels.faults[1] == 0
+        assert r.kernels.stall_ns[1] == 0.0
+        assert r.kernels.sim_ns[1] == 9000.0
+        # the first launch faulted: it took longer
+        assert r.kernels.stall_ns[0] > 0.0
+
+
+def test_synthetic_fill_factor_one_second_kernel_has_no_stall():
+    tr = synth.make("grid_stride_fill", footprint_bytes=4 * MiB, grid=32, block=256,
+                    sm_count=2, max_blocks_per_sm=4, kernels=2)
+    r = run(tr)
+    assert r.kernels.faults[1] == 0 and r.kernels.stall_ns[1] == 0.0
+    assert r.kernels.sim_ns[1] == pytest.approx(r.kernels.compute_ns[1], rel=1e-12)
+
+
+def test_evicted_pages_fault_again_and_the_fill_thrashes():
+    tr = synth.make("block_slice_fill", footprint_bytes=8 * MiB, grid=32, block=256,
+                    sm_count=4, max_blocks_per_sm=2)
+    pages = int(tr.arrays.row_page.size)
+    fits = run(tr)
+    small = run(tr, oversub=3)
+    assert fits.summary["faults"] <= pages
+    # pages made resident, evicted before their block touched them, fault again
+    assert small.summary["faults"] > pages
+    assert small.summary["evicted_chunks"] > 0
+    assert small.summary["sim_time_ns"] > 10 * fits.summary["sim_time_ns"]
+
+
+def test_off_by_default_and_kernels_without_streams_replay_their_page_set():
+    tr = synth.make("grid_stride_fill", footprint_bytes=4 * MiB, grid=32, block=256,
+                    sm_count=2, max_blocks_per_sm=4)
+    base = uvmsim.simulate(tr, oversub=1.5)
+    assert base.config["block_progress"] is False
+    assert uvmsim.simulate(tr, oversub=1.5, block_progress=False).summary == base.summary
+    v11 = synth.make("sequential", footprint_bytes=8 * MiB, kernels=2)
+    assert_same(run(v11, oversub=2), uvmsim.simulate(v11, oversub=2))
+
+
+def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
+    """Unit 16 KiB: a row is the kernel's access pages in the 4-page window; the block
+    waits until all of them are resident."""
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 8)]
+    touches = [(0, P[0], 0, 2), (0, P[4], 100, 2), (1, P[1], 0, 2), (1, P[5], 50, 2),
+               (0, P[2], 10, 2), (1, P[6], 70, 2)]
+    b.kernel("k", writes=[P[i] for i in (0, 1, 2, 4, 5, 6)], launch=launch(1, 2, 2),
+             duration_ns=5000, touches=touches, stream_unit=14, stream_tick_ns=1)
+    tr = b.build()
+    assert tr.streams.k_unit[0] == 14 and tr.streams.n_rows == 4
+    r = run(tr, prefetch="none")
+    assert r.summary["faults"] == 6  # each access page once, though 4 rows name 2 of them
+    assert_same(r, ref.simulate(tr, block_progress=True, prefetch="none"))
+
+
+def test_slots_default_to_the_instrumented_runs_concurrency():
+    assert instrumented_concurrency(np.array([0, 5, 60]), np.array([50, 40, 90])) == 2
+    assert instrumented_concurrency(np.array([0, 10]), np.array([10, 20])) == 2  # touching
+    assert instrumented_concurrency(np.array([0, 11]), np.array([10, 20])) == 1
+    tr = three_blocks(2)
+    la = launch_arrays(tr)
+    assert kernel_slots(tr.streams, la).tolist() == [2]
+    unknown = la._replace(max_blocks_per_sm=np.array([-1]))
+    assert kernel_slots(tr.streams, unknown).tolist() == [2]  # blocks 0 and 1 overlap
+    none_fits = la._replace(max_blocks_per_sm=np.array([0]))
+    assert kernel_slots(tr.streams, none_fits).tolist() == [2]
+    big = la._replace(sm_count=np.array([100]))
+    assert kernel_slots(tr.streams, big).tolist() == [3]  # never more than the blocks
+
+
+def test_refused_combinations(tmp_path):
+    tr = three_blocks(1)
+    with pytest.raises(ConfigError, match="translation"):
+        run(tr, translation=True)
+    with pytest.raises(ConfigError, match="thrashing"):
+        run(tr, thrashing=True)
+    with pytest.raises(ConfigError, match="fault_latency_ns"):
+        run(tr, fault_latency_ns=-1.0)
+    p = synth.write("grid_stride_fill", tmp_path / "g.uvmtrace", footprint_bytes=2 * MiB,
+                    grid=8, block=256, sm_count=1, max_blocks_per_sm=2)
+    with pytest.raises(ConfigError, match="streamed"):
+        run(uvmsim.load_trace(p, stream=True))
+
+
+def test_fault_latency_delays_the_driver_and_fills_batches():
+    tr = synth.make("grid_stride_fill", footprint_bytes=4 * MiB, grid=32, block=256,
+                    sm_count=2, max_blocks_per_sm=4)
+    a = run(tr, prefetch="none")
+    b = run(tr, prefetch="none", fault_latency_ns=20_000.0)
+    assert a.summary["faults"] == b.summary["faults"]
+    assert b.summary["fault_batches"] < a.summary["fault_batches"]
+    assert_same(b, ref.simulate(tr, block_progress=True, prefetch="none", fault_latency_ns=20_000.0))
+
+
+# ------------------------------------------------------------------ engine == reference
+KINDS = {
+    "grid_stride_fill": lambda d: dict(footprint_bytes=d(st.sampled_from([2, 4, 6])) * MiB,
+                                       grid=d(st.sampled_from([4, 16, 48])), block=256,
+                                       kernels=d(st.integers(1, 2))),
+    "block_slice_fill": lambda d: dict(footprint_bytes=d(st.sampled_from([2, 4, 6])) * MiB,
+                                       grid=d(st.sampled_from([4, 16, 48])), block=256),
+    "gemm": lambda d: dict(m=128, n=d(st.sampled_from([128, 256])), k=128, tile=32,
+                           k_step=32),
+}
+
+
+@st.composite
+def progress_cases(draw):
+    kind = draw(st.sampled_from(sorted(KINDS)))
+    kw = KINDS[kind](draw)
+    kw.update(sm_count=draw(st.integers(1, 3)), max_blocks_per_sm=draw(st.integers(1, 4)),
+              seed=draw(st.integers(0, 3)))
+    opts = dict(capacity_chunks=draw(st.integers(1, 4)),
+                fault_batch_size=draw(st.sampled_from([1, 3, 8, 256])),
+                fault_latency_ns=draw(st.sampled_from([0.0, 500.0, 5000.0])),
+                evict=draw(st.sampled_from(["lru2m", "lru2m_access"])))
+    return kind, kw, opts
+
+
+@settings(max_examples=examples(12), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=progress_cases())
+def test_engine_equals_reference_with_progress(case):
+    kind, kw, opts = case
+    tr = synth.make(kind, **kw)
+    assert_same(run(tr, **opts), ref.simulate(tr, block_progress=True, **opts))
+
+
+def test_exposed_in_the_cli_and_sweeps(tmp_path, capsys):
+    from uvmsim.cli import main
+    from uvmsim.multi import simulate_multi
+    from uvmsim.sweep import sweep
+    p = synth.write("grid_stride_fill", tmp_path / "g.uvmtrace", footprint_bytes=2 * MiB,
+                    grid=8, block=256, sm_count=1, max_blocks_per_sm=2)
+    want = run(uvmsim.load_trace(p), oversub=2)
+    assert main(["replay", str(p), "--oversub", "2", "--block-progress", "--json"]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out) == want.summary
+    df = sweep([str(p)], oversub=[2.0], prefetch=["density"], evict=["lru2m"],
+               block_progress=True, progress=False, executor="serial")
+    assert df["faults"].tolist() == [want.summary["faults"]]
+    assert df["sim_time_ns"].tolist() == [want.summary["sim_time_ns"]]
+    assert want.summary["sim_time_ns"] != uvmsim.simulate(p, oversub=2).summary["sim_time_ns"]
+    with pytest.raises(ConfigError, match="several tenants"):
+        simulate_multi([p, p], block_progress=True)
