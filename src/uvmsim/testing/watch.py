@@ -135,6 +135,17 @@ def victim_problem(mem: MemoryView, got) -> str | None:
     return None
 
 
+def _reference_only(policy):
+    """Mark the watching wrappers (plain Python, called by the reference model only), so
+    that looking the policy up does not refuse them as hooks someone forgot to compile
+    (uvmsim.policies.base.check_hooks)."""
+    for hook in type(policy).HOOKS:
+        fn = getattr(policy, hook, None)
+        if fn is not None and not hasattr(fn, "py_func"):
+            fn.reference_only = True
+    return policy
+
+
 class EvictWatch:
     """An eviction policy's hooks wrapped to feed `model` (None: only the rules are
     checked) and compare victims. `wrapped()` is the policy to replay with; each replay
@@ -203,8 +214,9 @@ class EvictWatch:
             self.check_victim(S, T, int(tick), got)
             self.history.append(("victim", *got, int(tick)))
 
-        return dataclasses.replace(p, init=init, on_fill=on_fill, on_hit=on_hit,
-                                   on_release=on_release, victim=victim)
+        return _reference_only(dataclasses.replace(p, init=init, on_fill=on_fill,
+                                                   on_hit=on_hit, on_release=on_release,
+                                                   victim=victim))
 
     def check_victim(self, S, T, tick: int, got) -> None:
         mem = MemoryView(S, T)
@@ -266,7 +278,7 @@ class PrefetchWatch:
             self.check(S, T, int(blk), int(lo), int(hi), F, R,
                        frozenset(int(x) for x in to_positions(S.pbits)))
 
-        return dataclasses.replace(p, init=init, prefetch=prefetch)
+        return _reference_only(dataclasses.replace(p, init=init, prefetch=prefetch))
 
     def check(self, S, T, blk, lo, hi, F, R, raw) -> None:
         got = frozenset(x for x in raw if lo <= x <= hi) - F - R
@@ -313,7 +325,7 @@ class PrefetchWatch:
                     f"{_runs(P)} positions not resident before are {len(want)}: "
                     f"{_runs(frozenset(want))}")
 
-        return dataclasses.replace(ev, on_fill=on_fill)
+        return _reference_only(dataclasses.replace(ev, on_fill=on_fill))
 
 
 def _runs(positions) -> str:
