@@ -37,7 +37,7 @@ def programs(**kw):
     over a builder's allocations and kernels."""
     return _programs(**kw).map(lambda p: p.builder())
 
-PROPS = settings(max_examples=examples(30), deadline=None,
+PROPS = settings(max_examples=examples(10), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PAGE = 4096
 
@@ -109,7 +109,7 @@ def test_a_plan_is_its_prefetch_events(data, prog, kw):
     assert a.config["plan"]["entries"] == len(entries)
 
 
-@settings(PROPS, max_examples=examples(10))
+@settings(PROPS, max_examples=examples(4))
 @given(data=st.data(), prog=programs(), kw=replay_settings,
        opts=st.sampled_from([{}, {"thrashing": True}, {"evict": "lru4k"},
                              {"translation": True}]))

@@ -48,14 +48,20 @@ def test_every_shipped_policy_has_a_model():
     assert set(PREFETCH_MODELS) == _shipped(PREFETCH, "prefetch")
 
 
-@pytest.mark.parametrize("name", sorted(EVICT_MODELS))
+def _params(names, in_ci):
+    """Every shipped policy; CI (the default `-m "not slow"`) checks those in `in_ci`, since
+    each costs its own engines and the reference model's Python replays; `-m slow` all."""
+    return [pytest.param(n, marks=() if n in in_ci else pytest.mark.slow) for n in sorted(names)]
+
+
+@pytest.mark.parametrize("name", _params(EVICT_MODELS, {"lru2m"}))
 def test_shipped_evictor_matches_its_model(name):
     r = check_eviction_policy(name, profile=PROFILE, max_examples=EXAMPLES)
     assert r.model == EVICT_MODELS[name].__name__
     assert r.compared > 0 and r.replays > 0 and r.machine_examples > 0
 
 
-@pytest.mark.parametrize("name", sorted(PREFETCH_MODELS))
+@pytest.mark.parametrize("name", _params(PREFETCH_MODELS, {"density"}))
 def test_shipped_prefetcher_matches_its_model(name):
     r = check_prefetch_policy(name, profile=PROFILE, max_examples=EXAMPLES)
     assert r.model == PREFETCH_MODELS[name].__name__
