@@ -31,8 +31,9 @@ MiB = 1 << 20
 
 
 @pytest.fixture()
-def fake(tmp_path):
+def fake(tmp_path, monkeypatch):
     """The dry run's fake program (probes.FAKE) as an executable, and a library path."""
+    monkeypatch.setenv("UVMSIM_SKIP_GPU_CHECK", "1")  # `uvmsim run` of a fake, with no GPU
     py = tmp_path / "fake_probe.py"
     py.write_text(probes.FAKE)
     exe = tmp_path / "fake_probe"

@@ -607,8 +607,9 @@ with open(os.path.join(out, f"pages.{pid}.streams.bin"), "wb") as f:
 '''
 
 
-def test_record_writes_the_streams(tmp_path):
+def test_record_writes_the_streams(tmp_path, monkeypatch):
     from uvmsim.record import record
+    monkeypatch.setenv("UVMSIM_SKIP_GPU_CHECK", "1")  # a fake program, on a machine with no GPU
     prog = tmp_path / "fake.py"
     prog.write_text(FAKE % (repr(dict(_kline(), off=0, n=3)), repr(_sline()), repr(BLK),
                             repr(ROWS)))
