@@ -207,14 +207,16 @@ def engine_equals_reference(traces, **kw):
 @given(progs=st.lists(programs(max_ops=6), min_size=1, max_size=3),
        kw=st.fixed_dictionaries({"capacity_chunks": st.integers(1, 4),
                                  "fault_batch_size": st.sampled_from([1, 3, 256])}),
-       walkers=st.sampled_from(["shared", "partitioned", "dws"]),
-       sched=st.sampled_from(["interleave", "mfit"]),
+       # one non-default component at a time: each combination is an engine of its own
+       parts=st.sampled_from([("shared", "interleave"), ("partitioned", "interleave"),
+                              ("dws", "interleave"), ("shared", "mfit")]),
        tr=st.builds(lambda ways, sets, ps, n, walk: Translation(
            tlb_entries=ways * sets, ways=ways, page_size=ps, walkers=n, walk_ns=walk),
            st.integers(1, 4), st.integers(3, 8), st.sampled_from([4096, 65536]),
            st.integers(3, 6), st.sampled_from([1.0, 67.52, 250.0, 5000.0])))
-def test_components_engine_equals_reference(progs, kw, walkers, sched, tr):
+def test_components_engine_equals_reference(progs, kw, parts, tr):
     traces = [p.build() for p in progs]
+    walkers, sched = parts
     # prefetch "none", as in the tests above: one compiled engine per component pair
     a, b = engine_equals_reference(traces, translation=tr, walkers=walkers, scheduler=sched,
                                    prefetch="none", **kw)
@@ -308,8 +310,13 @@ def test_cli_multi(tmp_path):
     one_block_writer.write(tmp_path / "b.uvmtrace")
     paths = [tmp_path / "a.uvmtrace", tmp_path / "b.uvmtrace"]
     p = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none",
-            "--translation", "walkers=2", "--walkers", "dws", "--scheduler", "mfit", "--json",
-            check=True)
+            "--translation", "walkers=2", "--walkers", "dws", "--json", check=True)
+    sched = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none", "--scheduler",
+                "mfit", "--json", check=True)
+    want_sched = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
+                                prefetch="none", scheduler="mfit")
+    assert [r["sched_wait_ns"] for r in json.loads(sched.stdout)["tenants"]] == \
+        pytest.approx(want_sched.table["sched_wait_ns"].tolist())
     mem = cli("multi", *paths, "--capacity", "4MiB", "--prefetch", "none", "--memory",
               "partitioned", "--json", check=True)
     want_mem = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
@@ -318,8 +325,7 @@ def test_cli_multi(tmp_path):
         want_mem.table["evicted_chunks"].tolist()
     got = json.loads(p.stdout)
     want = simulate_multi([uvmsim.load_trace(x) for x in paths], capacity_bytes=4 << 20,
-                          prefetch="none", translation={"walkers": 2}, walkers="dws",
-                          scheduler="mfit")
+                          prefetch="none", translation={"walkers": 2}, walkers="dws")
     assert [r["faults"] for r in got["tenants"]] == want.table["faults"].tolist()
     assert [r["slowdown"] for r in got["tenants"]] == pytest.approx(want.slowdown)
     assert got["system"] == pytest.approx(want.system)
@@ -339,14 +345,15 @@ def test_custom_walker_component_from_the_docs(monkeypatch):
     """examples/custom_walkers.py (the file docs/policies.md shows): with 2 walkers,
     tenant 0 has walker 0 to itself and tenant 1 walker 1."""
     import importlib
-    from pathlib import Path
-    # imported by name, as a user's package would be (its hooks then cache on disk)
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
-    mod = importlib.import_module("custom_walkers")
+    # imported by the name its script and command line use (examples.custom_walkers, the
+    # repository root being on the path), as a user's package would be: its hooks cache on
+    # disk, and this test, tests/test_examples.py and the docs share one engine (the
+    # example's default prefetch too; walks do not depend on it)
+    mod = importlib.import_module("examples.custom_walkers")
     # 4 walks at t=0 on one walker: they wait 0, 100, 200 and 300 ns; the other tenant's
     # single walk finds its own walker free
     for engine in ("fast", "reference"):
-        mr = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",
+        mr = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2,
                             translation=WALK, walkers=mod.RESERVED, engine=engine)
         assert mr.table["walk_queue_ns"].tolist() == pytest.approx([600.0, 0.0]), engine
     shared = simulate_multi([burst(4, 0), burst(1, 0)], capacity_chunks=2, prefetch="none",

@@ -111,13 +111,14 @@ def test_a_plan_is_its_prefetch_events(data, prog, kw):
 
 @settings(PROPS, max_examples=examples(4))
 @given(data=st.data(), prog=programs(), kw=replay_settings,
-       opts=st.sampled_from([{}, {"thrashing": True}, {"evict": "lru4k"},
+       # lru4k with density: a pair other tests compile too (each pair is an engine)
+       opts=st.sampled_from([{}, {"thrashing": True}, {"evict": "lru4k", "prefetch": "density"},
                              {"translation": True}]))
 def test_engine_equals_reference_with_plans(data, prog, kw, opts):
     plan = plans.from_table(data.draw(plan_entries(prog)))
     trace = prog.build()
-    assert_same(uvmsim.simulate(trace, plan=plan, **kw, **opts),
-                ref.simulate(trace, plan=plan, **kw, **opts))
+    kw = {**kw, **opts}
+    assert_same(uvmsim.simulate(trace, plan=plan, **kw), ref.simulate(trace, plan=plan, **kw))
 
 
 def test_a_plan_reaching_blocks_the_trace_never_touches_numbers_them_in():
