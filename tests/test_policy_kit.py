@@ -231,8 +231,10 @@ def test_the_kit_says_how_to_install_hypothesis():
 
 def test_docs_show_the_users_test_file_in_full():
     """docs/policies.md's worked example is tests/test_user_policy.py, which CI runs: the
-    text shown must be the file's."""
+    text shown must be the whole file, under the line naming it (tests/test_docs.py then
+    checks it as a quote instead of running it again)."""
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     doc = (root / "docs/policies.md").read_text()
-    assert f"```python\n{(root / 'tests/test_user_policy.py').read_text()}```" in doc
+    text = (root / "tests/test_user_policy.py").read_text()
+    assert f"```python\n# tests/test_user_policy.py\n{text}```" in doc
