@@ -36,11 +36,22 @@ def ping_pong(n: int, duration_ns: int = 1000):
     return b.build()
 
 
+#: whether the run is the slow profile (tests/conftest.py): deeper checks, more engines
+SLOW_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
+
+
 def examples(n: int) -> int:
     """A test's own hypothesis example count, raised to the loaded profile's when that is
     larger (HYPOTHESIS_PROFILE=slow), so an explicit count never caps a deep run."""
-    slow = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
-    return max(n, settings().max_examples) if slow else n
+    return max(n, settings().max_examples) if SLOW_PROFILE else n
+
+
+def shipped(table: dict, hook: str) -> set[str]:
+    """The names in a policy table (uvmsim.policies.PREFETCH or EVICT) of the policies
+    uvmsim ships: those whose `hook` is defined in uvmsim.policies (tests register their
+    own in the same tables)."""
+    return {n for n, p in table.items()
+            if getattr(p, hook).py_func.__module__.startswith("uvmsim.policies.")}
 
 
 #: The start of a child script that measures its own peak RSS growth (Linux /proc):

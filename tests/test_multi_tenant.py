@@ -341,14 +341,14 @@ def test_cli_multi(tmp_path):
             ("memory", "fair")} <= listed
 
 
-def test_custom_walker_component_from_the_docs(monkeypatch):
+def test_custom_walker_component_from_the_docs():
     """examples/custom_walkers.py (the file docs/policies.md shows): with 2 walkers,
     tenant 0 has walker 0 to itself and tenant 1 walker 1."""
     import importlib
     # imported by the name its script and command line use (examples.custom_walkers, the
     # repository root being on the path), as a user's package would be: its hooks cache on
-    # disk, and this test, tests/test_examples.py and the docs share one engine (the
-    # example's default prefetch too; walks do not depend on it)
+    # disk, and this test and tests/test_examples.py share one engine (the example's default
+    # prefetch too; walks do not depend on it)
     mod = importlib.import_module("examples.custom_walkers")
     # 4 walks at t=0 on one walker: they wait 0, 100, 200 and 300 ns; the other tenant's
     # single walk finds its own walker free

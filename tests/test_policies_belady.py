@@ -1,15 +1,13 @@
 """belady2m never evicts more chunks than lru2m or fifo2m with batch 1 (property test)."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as hs
 
 import uvmsim
 from uvmsim.trace.builder import TraceBuilder
 
-from helpers import examples
+from helpers import SLOW_PROFILE, examples
 
 MiB = 1 << 20
 
@@ -36,8 +34,7 @@ def traces(draw):
 
 # each (prefetch, eviction) pair is an engine compiled for the test: CI keeps to pairs other
 # tests compile too; the slow profile adds "2m"
-PREFETCHERS = ["density", "none"] + (["2m"] if os.environ.get("HYPOTHESIS_PROFILE") == "slow"
-                                     else [])
+PREFETCHERS = ["density", "none"] + (["2m"] if SLOW_PROFILE else [])
 
 
 # Belady's MIN is optimal when requests are served one at a time in the order they arrive:

@@ -11,6 +11,8 @@ import uvmsim
 from uvmsim.policies import EVICT, PREFETCH
 from uvmsim.trace.builder import TraceBuilder
 
+from helpers import shipped
+
 MiB = 1 << 20
 
 
@@ -23,11 +25,10 @@ def test_registry_has_the_zoo():
     assert {"lru2m", "lru2m_access", "fifo2m", "random2m", "lfu2m", "lru64k", "lru4k", "tbn",
             "belady2m"} <= set(EVICT)
     # every shipped policy documents itself (other tests register their own, undocumented)
-    shipped = [p for p, hook in [(p, p.prefetch) for p in PREFETCH.values()]
-               + [(p, p.victim) for p in EVICT.values()]
-               if hook.py_func.__module__.startswith("uvmsim.policies.")]
-    assert len(shipped) >= 15
-    for p in shipped:
+    ours = [PREFETCH[n] for n in shipped(PREFETCH, "prefetch")] + \
+        [EVICT[n] for n in shipped(EVICT, "victim")]
+    assert len(ours) >= 15
+    for p in ours:
         assert p.doc and p.source, p.name
 
 

@@ -28,9 +28,7 @@ from uvmsim.testing import (EVICT_MODELS, PREFETCH_MODELS, PolicyMismatch,
                             eviction_machine, strategies)
 from uvmsim.testing.evict_models import Lru2m
 
-from helpers import examples
-
-SLOW = os.environ.get("HYPOTHESIS_PROFILE") == "slow"
+from helpers import SLOW_PROFILE as SLOW, examples, shipped
 PROFILE = "slow" if SLOW else "fast"
 # CI: 6 replays of generated programs and 6 runs of the stateful machine per policy (the
 # machine used to run about 7 per eviction policy): every shipped policy times the reference
@@ -38,14 +36,9 @@ PROFILE = "slow" if SLOW else "fast"
 EXAMPLES = examples(6)
 
 
-def _shipped(table, hook):
-    return {n for n, p in table.items()
-            if getattr(p, hook).py_func.__module__.startswith("uvmsim.policies.")}
-
-
 def test_every_shipped_policy_has_a_model():
-    assert set(EVICT_MODELS) == _shipped(EVICT, "victim")
-    assert set(PREFETCH_MODELS) == _shipped(PREFETCH, "prefetch")
+    assert set(EVICT_MODELS) == shipped(EVICT, "victim")
+    assert set(PREFETCH_MODELS) == shipped(PREFETCH, "prefetch")
 
 
 def _params(names, in_ci):
