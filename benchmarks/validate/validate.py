@@ -273,8 +273,9 @@ def pack(out: Path, traced: list[dict[str, str]], max_tar: int = 15 << 20) -> No
              if (RESULTS / n).exists()]
     if items:
         subprocess.run(["tar", "czf", str(out / "results.tgz"), "-C", str(RESULTS)] + items)
-    groups: list[list[str]] = []
-    size = max_tar
+    # first fit, largest first: the device returns at most 8 files, so the traces (about
+    # 80 MB for the H100 folder's 14 workloads) must fill as few tarballs as they can
+    sizes = {}
     for w in traced:
         d = TRACES / f"{w['workload']}.uvmtrace"
         if not d.exists():
@@ -283,11 +284,16 @@ def pack(out: Path, traced: list[dict[str, str]], max_tar: int = 15 << 20) -> No
         if n > max_tar:
             log(f"trace {d.name} is {n / 2**20:.1f} MiB: too large to bring back, kept on device")
             continue
-        if size + n > max_tar:
+        sizes[d.name] = n
+    groups: list[list[str]] = []
+    room: list[int] = []
+    for name in sorted(sizes, key=lambda k: -sizes[k]):
+        i = next((i for i, r in enumerate(room) if r >= sizes[name]), len(groups))
+        if i == len(groups):
             groups.append([])
-            size = 0
-        groups[-1].append(d.name)
-        size += n
+            room.append(max_tar)
+        groups[i].append(name)
+        room[i] -= sizes[name]
     for i, g in enumerate(groups, 1):
         subprocess.run(["tar", "cf", str(out / f"traces_{i}.tar"), "-C", str(TRACES)] + g)
 
