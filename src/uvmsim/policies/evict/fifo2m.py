@@ -1,8 +1,9 @@
 """FIFO over 2 MiB chunks: evict the chunk that was taken from the free pool first.
 
 A chunk joins the queue when its block first gets pages and leaves it when released; later
-fills and hits do not move it. This is the real driver's order: it marks a root chunk used
-only when its block becomes resident from not resident (docs/model.md, "Eviction order").
+fills and hits do not move it. An earlier reading of the driver took this for its order; the
+probe `evict_order` showed the driver moves a block's root chunk on every migration into it,
+which is lru2m (docs/model.md, item 3).
 """
 from __future__ import annotations
 
@@ -21,4 +22,5 @@ def on_fill(st, S, T, chunk, blk, first, last, n_new, tick):
 FIFO2M = register_evict(EvictPolicy(
     "fifo2m", victim=victim, on_fill=on_fill, on_release=on_release, on_hit=no_hit, init=init,
     doc="First in, first out over 2 MiB chunks (order of taking a chunk).",
-    source="textbook FIFO; gpu_ext (noob512/uvm) FIFO eviction"))
+    source="textbook FIFO; gpu_ext (noob512/uvm) FIFO eviction",
+    shared_roots=True))

@@ -2,9 +2,10 @@
 migration.
 
 A chunk moves to the most-recent end whenever pages are made resident in it, never on hits;
-the least-recent chunk is evicted whole. The real driver moves a chunk only when its block
-becomes resident from not resident, which is fifo2m's first-arrival order; the two agree on
-a sweep, and the validation's fit split preferred this one (docs/model.md, "Eviction order").
+the least-recent chunk is evicted whole. This is the driver's order: every fault service of a
+2 MiB block ends in block_mark_memory_used, which moves its root chunk to the tail of the
+used list, and eviction takes the head (docs/model.md, item 3, with the probe that shows it).
+With partial_blocks a shared root chunk moves when a unit is allocated in it.
 """
 from __future__ import annotations
 
@@ -85,4 +86,5 @@ def victim(st, S, T, tick):
 LRU2M = register_evict(EvictPolicy(
     "lru2m", victim=victim, on_fill=on_fill, on_release=on_release, on_hit=no_hit, init=init,
     doc="The contract's default: least recently migrated-into 2 MiB chunk, evicted whole.",
-    source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_pmm_gpu.c; docs/semantics.md"))
+    source="open-gpu-kernel-modules kernel-open/nvidia-uvm/uvm_pmm_gpu.c; docs/semantics.md",
+    shared_roots=True))
