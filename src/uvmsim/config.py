@@ -320,7 +320,9 @@ class Model:
     Options (docs/semantics.md has their exact rules): `slices` replays kernels in v1.1
     time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
     driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
-    charges a VA block smaller than 2 MiB only its own pages of GPU memory;
+    charges a VA block smaller than 2 MiB only its own pages of GPU memory; `partial_blocks`
+    gives such a block the driver's 64 KiB / 4 KiB units of root chunks it shares with others,
+    evicted a root chunk at a time (docs/semantics.md, "Partial blocks");
     `shared_windows` makes allocations that share a 2 MiB window one VA range (the CUDA
     driver's sub-allocation; uvmsim.trace.windows); `remote`,
     `advise` and the access-counter settings as in docs/policies.md. `block_progress` replays
@@ -350,6 +352,10 @@ class Model:
     small_blocks: bool = field(default=False, metadata=setting(
         "--small-blocks", "bool", "charge a VA block smaller than 2 MiB only its own pages "
         "of GPU memory (the driver's 64 KiB/4 KiB chunks)"))
+    partial_blocks: bool = field(default=False, metadata=setting(
+        "--partial-blocks", "bool", "a VA block smaller than 2 MiB takes 64 KiB/4 KiB units of "
+        "root chunks shared with other such blocks, evicted a root chunk at a time (the "
+        "driver's rule; needs an eviction policy that handles shared roots)"))
     shared_windows: bool = field(default=False, metadata=setting(
         "--shared-windows", "bool", "allocations sharing a 2 MiB window are one VA range (the "
         "CUDA driver's sub-allocation of small managed allocations)"))
@@ -388,7 +394,7 @@ class Model:
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
         for k in ("slices", "host_access", "thrashing", "advise", "small_blocks",
-                  "block_progress", "shared_windows"):
+                  "partial_blocks", "block_progress", "shared_windows"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")
@@ -406,6 +412,10 @@ class Model:
         if self.small_blocks and self.remote is not None:
             raise ConfigError(f"model {self.name!r}: small_blocks and remote cannot be "
                               "combined (UVMSmart's migration threshold counts whole chunks)")
+        if self.partial_blocks and (self.small_blocks or self.remote is not None):
+            raise ConfigError(f"model {self.name!r}: partial_blocks cannot be combined with "
+                              "small_blocks (two rules for the same blocks) or remote "
+                              "(UVMSmart's migration threshold counts whole chunks)")
         if self.remote is not None and self.remote not in REMOTE_MODES:
             raise ConfigError(f"remote must be None or one of {list(REMOTE_MODES)}, "
                               f"got {self.remote!r}")

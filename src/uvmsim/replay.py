@@ -25,7 +25,7 @@ from .components.walkers import WALKERS, WalkerContext
 from .config import AC_THRESHOLD_DEFAULTS, Model
 from .engine.arrays import engine_arrays
 from .engine.build import engine_for
-from .engine.state import (REMOTE_DRIVER, REMOTE_UVMSMART, StateSizes, engine_trace,
+from .engine.state import (REMOTE_DRIVER, REMOTE_UVMSMART, UNITS, StateSizes, engine_trace,
                            new_state)
 from .errors import ConfigError
 from .policies.base import PolicyContext, empty_state
@@ -69,7 +69,8 @@ def model_options(model: Model) -> dict[str, float]:
     """The engine's settings for a model's optional mechanisms, by the name of their field
     in the parts' records (uvmsim.engine.state; docs/policies.md, docs/semantics.md)."""
     o = {"slices": model.slices, "host_access": model.host_access,
-         "small_blocks": model.small_blocks, "advise": model.advise,
+         "small_blocks": model.small_blocks, "partial_blocks": model.partial_blocks,
+         "advise": model.advise,
          "remote_access_ns": float(model.remote_access_ns),
          "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
          "block_progress": model.block_progress,
@@ -112,7 +113,18 @@ def progress_inputs(trace: Trace, T, model: Model, streamed: bool,
     return progress_arrays(T, st, launch_arrays(trace))
 
 
-def chunk_pool(T, capacity: int, small_blocks: bool = False) -> int:
+def partial_slots(T) -> np.ndarray:
+    """Each block's partial_blocks slot: 0, 1, ... for the blocks of managed allocations that
+    cover less than their 2 MiB window, in block order; -1 for the others (docs/semantics.md,
+    "Partial blocks")."""
+    part = ((T.b_hi.astype(np.int64) - T.b_lo.astype(np.int64)) < 511) & ~T.a_host[T.b_alloc]
+    slot = np.full(T.b_alloc.size, -1, np.int32)
+    slot[part] = np.arange(int(part.sum()), dtype=np.int32)
+    return slot
+
+
+def chunk_pool(T, capacity: int, small_blocks: bool = False,
+               partial_blocks: bool = False) -> int:
     """Chunks the engine allocates: the capacity, but no more than the blocks of non-host
     allocations, as more could never be in use at once (a capacity sized by a huge reserved
     range then costs nothing); at least 1. With small_blocks the capacity is counted in pages
@@ -125,6 +137,10 @@ def chunk_pool(T, capacity: int, small_blocks: bool = False) -> int:
     managed = int(np.count_nonzero(~T.a_host[T.b_alloc])) if T.b_alloc.size else 0
     if small_blocks:
         return max(1, managed)
+    if partial_blocks:
+        # a partial block's units (at most UNITS) may each sit in a root chunk of its own
+        n_part = int(np.count_nonzero(partial_slots(T) >= 0))
+        return max(1, min(int(capacity), managed - n_part + UNITS * n_part))
     return max(1, min(int(capacity), managed))
 
 
@@ -359,13 +375,17 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
             T, lazy = stream.stream_arrays(ts[0], T)
         mix = _alone(ts[0], T)
     else:
-        if m.small_blocks:
-            raise ConfigError("small_blocks is not yet modelled with several tenants")
+        for k in ("small_blocks", "partial_blocks"):
+            if getattr(m, k):
+                raise ConfigError(f"{k} is not yet modelled with several tenants")
         mix = merge_traces(ts)
     T, n_t = mix.arrays, len(ts)
     check_model_trace(m, T)
     n_pages, n_blocks = int(T.page_block.size), int(T.b_alloc.size)
-    pool = chunk_pool(T, cap, m.small_blocks)
+    if m.partial_blocks and not ev.shared_roots:
+        raise ConfigError(f"partial_blocks: eviction policy {ev.name!r} does not handle shared "
+                          "root chunks (EvictPolicy.shared_roots; docs/policies.md)")
+    pool = chunk_pool(T, cap, m.small_blocks, m.partial_blocks)
     pst = _init(pf, PolicyContext(pool, n_blocks, n_pages, T, pf_params, sc.seed), streamed)
     est = _init(ev, PolicyContext(pool, n_blocks, n_pages, T, ev_params, sc.seed), streamed)
     tr = sc.translation
@@ -377,7 +397,8 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     S = new_state(sizes, mix.b_rank, m.hardware.record(), translation=tr, b_vbase=mix.b_vbase,
                   b_tenant=mix.b_tenant, options=opts,
                   mem=contiguous(mem.init(MemoryContext(n_t, cap))),
-                  progress=None if many else progress_inputs(ts[0], T, m, streamed, tr))
+                  progress=None if many else progress_inputs(ts[0], T, m, streamed, tr),
+                  b_slot=partial_slots(T) if m.partial_blocks else None)
     wctx, wst = walker_state(wk, S, n_t)
     sst = contiguous(sch.init(SchedContext(n_t, cap, T)))
     config = {"model": m.name, "prefetch": pf.name, "evict": ev.name,
@@ -387,7 +408,8 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
               "trace": str(ts[0].path) if n_t == 1 and ts[0].path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
-              "small_blocks": m.small_blocks, "shared_windows": m.shared_windows,
+              "small_blocks": m.small_blocks, "partial_blocks": m.partial_blocks,
+              "shared_windows": m.shared_windows,
               "thrashing": m.thrashing_settings() if m.thrashing else False,
               "remote": m.remote, "advise": m.advise, "block_progress": m.block_progress,
               "engine": "fast", "scenario": sc.to_dict()}

@@ -49,7 +49,7 @@ class Scenario:
     """What a replay models, with which policies, on how much memory: all but the trace.
 
     `model`: a preset name (uvmsim.config.MODELS) or a uvmsim.config.Model. `options`: Model
-    fields overriding the model's (slices, host_access, thrashing, small_blocks, remote,
+    fields overriding the model's (slices, host_access, thrashing, small_blocks, partial_blocks, remote,
     advise, access_counter_threshold, access_counter_penalty, remote_access_ns, hardware,
     fault_batch_size); `thrashing` may be a dict of THRASHING_DEFAULTS overrides.
     Capacity: at most one of `oversub` (factor f: floor(peak_blocks / f) chunks, at least

@@ -26,8 +26,8 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     capacity_bytes, capacity_chunks, prefetch, prefetch_params, evict, evict_params,
     translation, plan, seed) and the model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold,
-    access_counter_penalty, remote_access_ns, small_blocks, shared_windows, block_progress,
-    fault_latency_ns), so
+    access_counter_penalty, remote_access_ns, small_blocks, partial_blocks, shared_windows,
+    block_progress, fault_latency_ns), so
 
         simulate(t, oversub=1.5, prefetch="none", thrashing=True)
         simulate(t, Scenario(oversub=1.5, prefetch="none", options={"thrashing": True}))

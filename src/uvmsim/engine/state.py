@@ -113,6 +113,11 @@ POOL = _record([
     # capacity is counted in pages: free_pages is what is still free
     ("small_blocks", np.uint8),
     ("free_pages", np.int64),
+    # partial_blocks option (docs/semantics.md, "Partial blocks"): a VA block smaller than
+    # 2 MiB takes units (64 KiB, or 4 KiB at its unaligned ends) of shared root chunks;
+    # cur_root is the shared root chunk that took the last unit (-1: none)
+    ("partial_blocks", np.uint8),
+    ("cur_root", np.int64),
 ])
 
 # ---- driver: fault batches, their service, range events, and the driver's mechanisms
@@ -185,6 +190,13 @@ FRONTEND = _record([
                                        # driver may take it
 ])
 
+# partial_blocks: b_chunk of a partial block that holds units, and chunk_block of a shared
+# root chunk (both are otherwise a chunk or block id, or -1 for none)
+SHARED = -2
+# units of a partial block: 32 of 64 KiB (its aligned groups of 16 positions wholly inside
+# it), then 16 of 4 KiB for the positions of its first group and 16 for its last
+UNITS = 64
+
 # the progress front-end's fe_pend states of a page: no fault pending, a fault in the
 # queue, a fault in the batch being serviced
 PEND_NONE, PEND_QUEUED, PEND_FLIGHT = 0, 1, 2
@@ -203,13 +215,24 @@ _STATE_FIELDS = [
     "b_nres",       # int32[n_blocks] GPU-resident pages of each block
     "bres",         # uint64[n_blocks*8] resident positions of each block, a bit each
                     # (uvmsim.engine.bits); mirrors the RES bits of pstate
-    "chunk_block",  # int32[n_chunks] block holding each chunk, -1 if free
+    "chunk_block",  # int32[n_chunks] block holding each chunk, -1 if free, SHARED if a
+                    # shared root chunk (partial_blocks)
     "free_stack",   # int32[n_chunks] free chunks; top at pool[0].n_free - 1
     "pool",         # POOL record
     "victim",       # int64[3] victim hook output: chunk, first position, last position
     "wbits",        # uint64[8] scratch: positions being made resident
     "b_tenant",     # int64[n_blocks] tenant whose trace the block belongs to (0..n_tenants-1)
     "t_chunks",     # int64[n_tenants] chunks each tenant's blocks hold
+    # partial_blocks (size-1 dummies while off): a partial block's units by its slot,
+    # UNITS per slot (unit_of in engine/parts/memory.py); each shared root chunk's units
+    # are a doubly linked list of unit ids (slot * UNITS + unit)
+    "b_slot",       # int32[n_blocks] slot of a partial block, -1 for a whole one
+    "slot_block",   # int32[n_slots] the block of each slot
+    "u_root",       # int32[n_slots*UNITS] root chunk holding each unit, -1 if none
+    "u_next",       # int32[n_slots*UNITS] next unit of the same root chunk, -1 at the end
+    "u_prev",       # int32[n_slots*UNITS] previous one, -1 at the head
+    "r_head",       # int32[n_chunks] first unit of a shared root chunk, -1 if none
+    "r_room",       # int32[n_chunks] 4 KiB pages still free in a shared root chunk
     "mem",          # the memory component's state (a namedtuple of arrays its init built;
                     # uvmsim.components.memory); hooks.EmptyState for the default
     # ---- driver: the fault batch, its service, the mechanisms
@@ -349,7 +372,7 @@ class StateSizes(NamedTuple):
 def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translation=None,
               b_vbase: np.ndarray | None = None, b_tenant: np.ndarray | None = None,
               options: dict | None = None, mem: tuple | None = None,
-              progress: dict | None = None) -> EngineState:
+              progress: dict | None = None, b_slot: np.ndarray | None = None) -> EngineState:
     """All-empty state for arrays of `sizes`: nothing populated or resident, every chunk
     free, TLB empty.
 
@@ -361,7 +384,8 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
     tags from both; `options` sets fields of the parts' records by name (the model's
     options: uvmsim.replay.model_options; none: all off); `mem` the memory component's state
     (None: the default's, hooks.EmptyState); `progress` the progress front-end's arrays by
-    field (uvmsim.engine.blocks.progress_arrays; None: off).
+    field (uvmsim.engine.blocks.progress_arrays; None: off); `b_slot` each block's
+    partial-block slot (uvmsim.replay.partial_slots; None: the partial_blocks option off).
     """
     n_pages, n_blocks, n_chunks, n_kernels, batch_size, n_tenants, n_out_rows, capacity = sizes
     if not 1 <= n_tenants <= MAX_TENANTS:
@@ -384,6 +408,22 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
     pool["victim_tenant"] = -1
     pool["capacity"] = n_chunks if capacity is None else capacity
     pool["free_pages"] = pool["capacity"] * 512
+    pool["cur_root"] = -1
+    if pool["partial_blocks"] and b_slot is None:
+        raise ConfigError("engine state: partial_blocks needs each block's slot (b_slot)")
+    if b_slot is None:
+        b_slot = np.full(1, -1, np.int32)
+        slot_block = np.zeros(1, np.int32)
+    else:
+        b_slot = np.ascontiguousarray(b_slot, np.int32)
+        n_slots = int(b_slot.max(initial=-1)) + 1
+        if b_slot.size != n_blocks or not np.array_equal(np.sort(b_slot[b_slot >= 0]),
+                                                          np.arange(n_slots)):
+            raise ConfigError("engine state: b_slot must number the partial blocks 0, 1, ...")
+        slot_block = np.zeros(max(1, n_slots), np.int32)
+        slot_block[b_slot[b_slot >= 0]] = np.flatnonzero(b_slot >= 0)
+    n_units = slot_block.size * UNITS if pool["partial_blocks"] else 1
+    n_roots = n_chunks if pool["partial_blocks"] else 1
     rank_block = np.empty_like(b_rank)
     rank_block[b_rank] = np.arange(b_rank.size, dtype=np.int64)
     hw = np.asarray(hw)
@@ -415,6 +455,9 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
         free_stack=np.arange(n_chunks - 1, -1, -1, dtype=np.int32),
         pool=recs["pool"], victim=np.zeros(3, np.int64), wbits=np.zeros(8, np.uint64),
         b_tenant=b_tenant, t_chunks=np.zeros(n_tenants, np.int64),
+        b_slot=b_slot, slot_block=slot_block, u_root=np.full(n_units, -1, np.int32),
+        u_next=np.full(n_units, -1, np.int32), u_prev=np.full(n_units, -1, np.int32),
+        r_head=np.full(n_roots, -1, np.int32), r_room=np.zeros(n_roots, np.int32),
         mem=empty_state() if mem is None else mem,
         b_rank=b_rank, rank_block=rank_block,
         batch_page=np.zeros(batch_size, np.int64), batch_key=np.zeros(batch_size, np.int64),

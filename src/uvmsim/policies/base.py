@@ -82,6 +82,12 @@ class EvictPolicy:
     params: dict[str, float] = field(default_factory=dict)
     doc: str = ""
     source: str = ""
+    # True if the policy works with the partial_blocks option's shared root chunks
+    # (docs/policies.md): its victim names a shared root as any chunk and evicts it whole
+    # (the range it names is ignored), reads no block of a chunk (S.chunk_block is SHARED,
+    # -2, for a shared root), and its on_release takes blk -1 and on_fill n_new 0 (a unit
+    # allocated in the root); on_hit is not called with a real chunk for a partial block
+    shared_roots: bool = False
 
 
 PREFETCH: dict[str, PrefetchPolicy] = {}

@@ -11,8 +11,8 @@
 # mechanisms when any is on), mechanisms_end_kernel (their stall and clock at a kernel's
 # end). To the program: range_event, range_event_clocked, reclaim. To memory: on_evicted.
 # Calls: the prefetch policy (PF_PREFETCH), the scheduler's start hook (SC_START), memory
-# (ensure_chunk, fill_positions, make_range_resident, prefetch_to_cpu, evict_one) and the
-# mechanisms. Never a front-end or the program.
+# (ensure_chunk, fill_positions, is_partial, make_resident_partial, make_range_resident,
+# prefetch_to_cpu, evict_one) and the mechanisms. Never a front-end or the program.
 #
 # A driver mechanism (an option such as thrashing or remote mapping) is a file of
 # engine/parts/mechanisms/: its settings and scalars are fields of the DRIVER record
@@ -92,6 +92,11 @@ def service_batch(pst, est, S, T, nb, out_row, tick):
             S.wbits[w] = (S.fbits[w] | S.pbits[w]) & word_mask(w, lo, hi)
         # make_resident, spelled out: a call passing the policy and engine state costs
         # more than this block's share of a batch of random faults (see make_resident)
+        if is_partial(S, blk):
+            make_resident_partial(est, S, T, blk, True, CAUSE_DEMAND, CAUSE_PREFETCH,
+                                  out_row, tick)
+            i = j
+            continue
         c = S.b_chunk[blk]
         if c < 0:
             c = ensure_chunk(est, S, T, blk, out_row, tick)

@@ -72,4 +72,5 @@ def victim(st, S, T, tick):
 RANDOM2M = register_evict(EvictPolicy(
     "random2m", victim=victim, on_fill=on_fill, on_release=on_release, on_hit=no_hit,
     init=init, doc="A uniformly random chunk in use (seeded by simulate(seed=...)).",
-    source="UVMSmart's Random eviction (gpgpu-sim_UVMSmart), at 2 MiB; G10's random"))
+    source="UVMSmart's Random eviction (gpgpu-sim_UVMSmart), at 2 MiB; G10's random",
+    shared_roots=True))
