@@ -78,11 +78,11 @@ def test_prefetched_pages_pay_it_too():
 def test_it_must_be_a_number_at_least_zero():
     with pytest.raises(ConfigError, match="migrate_page_ns"):
         dataclasses.replace(HW, migrate_page_ns=-1.0)
-    # only the probes' fit sets it: the measured link and the other presets keep their times
+    # only the H100 fit sets it: the measured link and the other presets keep their times
     assert H100_PCIE5.migrate_page_ns == 0.0
     assert {n: m.hardware.migrate_page_ns for n, m in uvmsim.config.MODELS.items()} == \
-        {"contract": 0.0, "h200": 0.0, "h100": 256.0}
-    assert "probes" in dict(uvmsim.config.H100_PCIE5_FIT.sources)["migrate_page_ns"]
+        {"contract": 0.0, "h200": 0.0, "h100": 128.0}
+    assert "validation suite" in dict(uvmsim.config.H100_PCIE5_FIT.sources)["migrate_page_ns"]
 
 
 @settings(max_examples=examples(25), deadline=None)

@@ -159,7 +159,8 @@ def test_new_constants_leave_every_calibrated_preset_time_unchanged():
     # fit looked at and drove to 0 says so ("not identified")
     fits = {(H200_PCIE5_FIT, "evict_ns"): "validation.md",
             (H200_PCIE5_FIT, "zero_fill_ns"): "validation.md",
-            (uvmsim.config.H100_PCIE5_FIT, "zero_fill_ns"): "probes"}
+            (uvmsim.config.H100_PCIE5_FIT, "zero_fill_ns"): "validation suite",
+            (uvmsim.config.H100_PCIE5_FIT, "evict_ns"): "validation suite"}
     for hw in uvmsim.config.PRESETS.values():
         src = dict(hw.sources)
         for k in ("evict_ns", "dtoh_bw_gbps", "host_fault_ns", "zero_fill_ns"):
@@ -284,13 +285,14 @@ def test_model_registry_and_validation():
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
         assert getattr(H200_PCIE5_FIT, k) == getattr(H200_PCIE5, k), k
     assert H200_PCIE5_FIT.evict_ns > 0 and H200_PCIE5.evict_ns == 0
-    # the H100's: its calibrated link, the probes' fit only adding the zero-fill and
-    # per-migrated-page costs
+    # the H100's: its calibrated link, the suite's fit only adding the zero-fill,
+    # per-migrated-page and per-eviction costs
     h100 = MODELS["h100"]
-    assert h100.hardware is uvmsim.config.H100_PCIE5_FIT and h100.fault_batch_size == 64
+    assert h100.hardware is uvmsim.config.H100_PCIE5_FIT and h100.fault_batch_size == 256
     for k in ("batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b"):
         assert getattr(h100.hardware, k) == getattr(uvmsim.config.H100_PCIE5, k), k
     assert h100.host_access and h100.shared_windows and not CONTRACT.shared_windows
+    assert h100.partial_blocks and not CONTRACT.partial_blocks and not H200.partial_blocks
     with pytest.raises(uvmsim.ConfigError, match="unknown model"):
         get_model("h300")
     with pytest.raises(uvmsim.ConfigError, match="fault_batch_size"):

@@ -134,6 +134,9 @@ def main(argv=None) -> int:
                          "calibration, its batch size by each of --batches)")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off",
                     help="switch a model option (small_blocks, slices, host_access, ...)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="start a constant at this value (with --free '' the run only scores "
+                         "these constants: how a preset fitted elsewhere does on the probes)")
     ap.add_argument("--out", type=Path, default=RESULTS / "timefit.json",
                     help="also writes OUT_runs.csv: every run, real against predicted")
     a = ap.parse_args(argv)
@@ -157,6 +160,10 @@ def main(argv=None) -> int:
              "evict_ns": 0.0, "zero_fill_ns": 0.0, "migrate_page_ns": 0.0}
     for k in free:
         start[k] = max(start[k], BOUNDS[k][0] * 10)
+    for k, v in (x.split("=", 1) for x in a.set):
+        if k not in start:
+            ap.error(f"--set: unknown constant {k}; known: {', '.join(start)}")
+        start[k] = float(v)
     fit = (runs["split"] == "fit").to_numpy()
 
     def local(mask: np.ndarray) -> np.ndarray:

@@ -149,18 +149,26 @@ H100_PCIE5 = Hardware(
 
 _PROBES = ("fitted on the fit split of the driver probes run on an NVIDIA H100 "
            "(benchmarks/probes/split.csv, timefit.py; docs/model.md)")
+_SUITE_H100 = ("fitted on the fit split of the validation suite's H100 runs (stream, "
+               "stencil3d, mv_row, gather; traces re-recorded 2026-11-28) with "
+               "partial_blocks and shared_windows on: benchmarks/validate/fit.py fit --card "
+               "h100 --results benchmarks/validate/results/h100 --option partial_blocks=on "
+               "--free zero_fill_ns,evict_ns,migrate_page_ns (results/h100/fit.json; "
+               "docs/validation.md)")
 
-# The measured H100 link with the constants the probes' fit split identifies: the cost of a
-# zero-filled page and the driver's work per page a fault migrates from the host.
-# evict_ns went to its lower bound there (not identified: 0).
+# The measured H100 link with the constants the suite's H100 fit split identifies: the cost
+# of a zero-filled page, the driver's work per page a fault migrates from the host and per
+# evicted chunk. The driver probes' fit split preferred batch 64 and migrate 256 ns with
+# evict 0 (benchmarks/probes/results/timefit_migrate.json); the two sets of programs
+# disagree (docs/validation.md), and the suite is the validation.
 H100_PCIE5_FIT = dataclasses.replace(
-    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2, migrate_page_ns=256.0,
+    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2, migrate_page_ns=128.0,
+    evict_ns=8400.0,
     sources=(*(kv for kv in H100_PCIE5.sources if kv[0] not in ("zero_fill_ns", "evict_ns")),
-             ("zero_fill_ns", _PROBES + " (fault_batch_size 64, shared_windows on)"),
-             ("migrate_page_ns", _PROBES + ", with zero_fill_ns (fault_batch_size 64, "
-                                 "shared_windows on; results/timefit_migrate.json)"),
-             ("evict_ns", "not identified by the probes' fit split (it went to its lower "
-                          "bound): 0")))
+             ("zero_fill_ns", _SUITE_H100 + "; the search kept the probes' value (" + _PROBES
+              + ")"),
+             ("migrate_page_ns", _SUITE_H100 + " (the probes: 256 ns at batch 64)"),
+             ("evict_ns", _SUITE_H100 + " (the probes did not identify it)")))
 
 _CALIB = ("measured on an NVIDIA H200 (PCIe 5 x16, driver 580.159.04, CUDA 13.0), "
           "2026-11-22, by benchmarks/calibrate (docs/calibration.md)")
@@ -494,24 +502,29 @@ H200 = Model(
 H100 = Model(
     name="h100",
     hardware=H100_PCIE5_FIT,
-    fault_batch_size=64,
+    fault_batch_size=256,
     slices=False,
     host_access=True,
     thrashing=False,
     shared_windows=True,
+    partial_blocks=True,
     doc="predicting a real H100 under oversubscription: the H100's calibrated link, host "
-        "accesses and shared windows on, batch size and zero-fill cost fitted to the driver "
-        "probes (docs/model.md)",
+        "accesses, shared windows and partial blocks on, per-page and per-eviction costs "
+        "fitted to the validation suite's H100 runs (docs/validation.md)",
     sources=(
-        ("hardware", "h100-pcie5-fit: " + _CALIB_H100 + "; zero_fill_ns and migrate_page_ns "
-                     + _PROBES),
-        ("fault_batch_size", "64: " + _PROBES + "; the probes' loss is 15.80 at 256, 12.86 "
-                             "at 64, 13.46 at 32 (the driver services faults as they stream "
-                             "in, fewer distinct pages than 256 at a time)"),
+        ("hardware", "h100-pcie5-fit: " + _CALIB_H100 + "; zero_fill_ns, migrate_page_ns and "
+                     "evict_ns " + _SUITE_H100),
+        ("fault_batch_size", "256: the suite's H100 fit split (loss 17.45 at 256, 18.14 at "
+                             "128, 18.73 at 64, 19.30 at 32); the driver probes preferred 64 "
+                             "(" + _PROBES + "; docs/validation.md has the disagreement)"),
         ("slices", "off, as h200 (docs/validation.md)"),
         ("host_access", "on, as h200: the probes' host-written data migrates on every GPU "
                         "touch (docs/model.md, H1)"),
         ("shared_windows", _SHARED),
+        ("partial_blocks", "on: the driver's rule for blocks smaller than 2 MiB "
+                           "(docs/model.md, item 4: the probe partial_16k evicts nothing at "
+                           "factor 1); the suite's H100 fit split, loss 17.446 on against "
+                           "17.453 off, each with its own fitted constants"),
         ("thrashing", "off, as h200 (docs/model.md)")))
 
 MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200, H100)}
