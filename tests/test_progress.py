@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uvmsim
 import uvmsim.reference as ref
-from uvmsim.engine.blocks import instrumented_concurrency, kernel_slots
+from uvmsim.engine.blocks import MAX_PROGRESS_UNIT, instrumented_concurrency, kernel_slots
 from uvmsim.errors import ConfigError
 from uvmsim.trace import synth
 from uvmsim.trace.builder import TraceBuilder
@@ -122,6 +122,30 @@ def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
     r = run(tr, prefetch="none")
     assert r.summary["faults"] == 6  # each access page once, though 4 rows name 2 of them
     assert_same(r, ref.simulate(tr, block_progress=True, prefetch="none"))
+
+
+def test_a_unit_coarser_than_a_va_block_replays_the_page_set():
+    """Unit 4 MiB (coarser than MAX_PROGRESS_UNIT): a row would be every access page of the
+    kernel in 4 MiB, so the kernel replays its page set; at unit 2 MiB it replays blocks."""
+    def kernel_at(unit: int):
+        b = TraceBuilder()
+        x = b.alloc(4 * MiB, name="x")
+        P = [int(p) for p in b.pages(x, 0, 1024)]
+        touches = [(0, P[0], 0, 2), (1, P[600], 0, 2)]
+        b.kernel("k", writes=[P[i] for i in range(0, 1024, 8)], launch=launch(1, 2, 2),
+                 duration_ns=5000, touches=touches, stream_unit=unit, stream_tick_ns=1)
+        return b.build()
+    coarse, fine = kernel_at(MAX_PROGRESS_UNIT + 1), kernel_at(MAX_PROGRESS_UNIT)
+    streams = coarse.streams
+    assert streams.k_unit[0] == 22
+    assert kernel_slots(streams, launch_arrays(coarse))[0] == 0
+    assert kernel_slots(fine.streams, launch_arrays(fine))[0] == 2
+    kw = dict(prefetch="none", fault_batch_size=8)
+    # the coarse kernel's replay is its page set's, in the engine and the reference alike
+    assert_same(run(coarse, **kw), uvmsim.simulate(coarse, **kw))
+    assert_same(ref.simulate(coarse, block_progress=True, **kw), uvmsim.simulate(coarse, **kw))
+    # at 2 MiB the blocks replay their rows (one window each), engine as the reference
+    assert_same(run(fine, **kw), ref.simulate(fine, block_progress=True, **kw))
 
 
 def test_slots_default_to_the_instrumented_runs_concurrency():

@@ -40,14 +40,24 @@ def instrumented_concurrency(t_start: np.ndarray, t_end: np.ndarray) -> int:
     return max(1, int(active.max()))
 
 
+#: the coarsest stream unit a kernel replays its thread blocks at (log2 bytes: a 2 MiB VA
+#: block). A coarser unit (the collector's table filled: docs/trace-format.md) does not say
+#: which pages a block needs: each row would be every access page of the kernel in up to
+#: 1 GiB, so a block could pass it only with all of them resident. Such a kernel replays
+#: its page set (docs/semantics.md, "block_progress", rule 0).
+MAX_PROGRESS_UNIT = 21
+
+
 def kernel_slots(streams, launch) -> np.ndarray:
-    """Resident thread-block slots of each kernel rank (0: no stream)."""
+    """Resident thread-block slots of each kernel rank (0: its page set replays: no stream,
+    or one coarser than MAX_PROGRESS_UNIT)."""
     kbs = streams.k_block_start
     n_blk = np.diff(kbs)
     per_gpu = launch.sm_count * launch.max_blocks_per_sm
     known = (launch.sm_count > 0) & (launch.max_blocks_per_sm > 0)
     slots = np.zeros(n_blk.size, np.int64)
-    for k in np.flatnonzero((streams.k_unit != 0) & (n_blk > 0)):
+    usable = (streams.k_unit != 0) & (streams.k_unit <= MAX_PROGRESS_UNIT)
+    for k in np.flatnonzero(usable & (n_blk > 0)):
         b0, b1 = int(kbs[k]), int(kbs[k + 1])
         if known[k]:
             slots[k] = min(int(n_blk[k]), int(per_gpu[k]))
