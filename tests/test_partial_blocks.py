@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import uvmsim
 import uvmsim.reference as ref
+from uvmsim.engine.arrays import engine_arrays
 from uvmsim.engine.state import SHARED, UNITS
 from uvmsim.errors import ConfigError
 from uvmsim.multi import simulate_multi
@@ -127,8 +128,9 @@ def test_partial_blocks_is_refused_where_not_modelled():
         simulate_multi([t, t], partial_blocks=True)
 
 
-def check_units(S) -> None:
-    """The shared roots' bookkeeping after a replay (no fill in progress)."""
+def check_units(S, T) -> None:
+    """The shared roots' bookkeeping after a replay (no fill in progress); T the trace's
+    engine arrays."""
     n_chunks = S.chunk_block.size
     whole = S.chunk_block >= 0
     shared = S.chunk_block == SHARED
@@ -148,11 +150,14 @@ def check_units(S) -> None:
     for u in np.flatnonzero(S.u_root >= 0):
         slot, k = divmod(int(u), UNITS)
         blk = int(S.slot_block[slot])
-        lo = k * 16 if k < 32 else None
+        if k < 32:
+            lo, hi = k * 16, k * 16 + 15
+        else:
+            lo = hi = (int(T.b_lo[blk] if k < 48 else T.b_hi[blk]) // 16 * 16) + (k - 32) % 16
+        assert T.b_lo[blk] <= lo <= hi <= T.b_hi[blk], f"unit {k} outside block {blk}"
         word = S.bres[blk * 8:(blk + 1) * 8]
         bits = np.unpackbits(word.view(np.uint8), bitorder="little").astype(bool)
-        if lo is not None:
-            assert bits[lo:lo + 16].any(), f"unit {k} of block {blk} holds no resident page"
+        assert bits[lo:hi + 1].any(), f"unit {k} of block {blk} holds no resident page"
         assert S.b_chunk[blk] == SHARED
         assert S.b_nres[blk] == bits.sum()
 
@@ -163,7 +168,8 @@ def check_units(S) -> None:
        cap=st.integers(1, 4), batch=st.sampled_from([1, 3, 256]),
        ev=st.sampled_from(["lru2m", "fifo2m", "random2m"]), host=st.booleans())
 def test_shared_roots_keep_their_books(prog, cap, batch, ev, host):
-    r = uvmsim.simulate(prog.build(), capacity_chunks=cap, fault_batch_size=batch, evict=ev,
+    trace = prog.build()
+    r = uvmsim.simulate(trace, capacity_chunks=cap, fault_batch_size=batch, evict=ev,
                         host_access=host, partial_blocks=True, keep_state=True)
-    check_units(r.state)
+    check_units(r.state, engine_arrays(trace))
     assert (r.state.chunk_block >= 0).sum() + (r.state.chunk_block == SHARED).sum() <= cap
