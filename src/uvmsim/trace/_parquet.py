@@ -8,9 +8,10 @@ the process. So the reader checks the framing bytes and decodes the footer's Thr
 number the data readers will trust before a single data page is decoded.
 
 The footer grows with the row groups (about 400 bytes per row group of five columns), so it
-is walked by compiled code, and its facts are checked as arrays, not field by field in
-Python: 95,984 one-row row groups make a 37 MB footer, whose Python decoding took most of
-the tens of seconds such a file once took to load (benchmarks/reader_limits.py).
+is walked by compiled code, once where its facts fit the arrays sized for it, and they are
+checked by compiled passes over those arrays, not field by field in Python: 95,984 one-row
+row groups make a 37 MB footer, whose Python decoding took most of the tens of seconds such
+a file once took to load (benchmarks/reader_limits.py).
 """
 from __future__ import annotations
 
@@ -70,6 +71,13 @@ class CheckedFile(pq.ParquetFile):
     group's row count as an array (pyarrow's metadata API costs a call per row group)."""
 
     row_group_rows: np.ndarray
+    source: pa.NativeFile  # the file, opened once: every reader of it reads the same bytes
+
+    def twin(self) -> pq.ParquetFile:
+        """Another reader of the same open file with the same checked metadata (its footer
+        is not parsed again), for a second thread: the file reads at offsets, so readers
+        may share it, but a reader is one thread's (src/uvmsim/trace/io.py, _batches)."""
+        return pq.ParquetFile(self.source, metadata=self.metadata)
 
 
 def open_checked(path: Path, shown: str) -> CheckedFile:
@@ -98,7 +106,9 @@ def open_checked(path: Path, shown: str) -> CheckedFile:
         footer = f.read(footer_len)
     ft = _check_footer_bytes(footer, shown)
     try:
-        pf = CheckedFile(path)
+        source = pa.OSFile(str(path))
+        pf = CheckedFile(source)
+        pf.source = source
         md = pf.metadata
         arrow_names = pf.schema_arrow.names
     except PARQUET_ERRORS as e:
@@ -116,7 +126,8 @@ def open_checked(path: Path, shown: str) -> CheckedFile:
 def _check_metadata(md: pq.FileMetaData, arrow_names: list[str], ft: "_Footer",
                     data_end: int, shown: str) -> None:
     """Cross-check pyarrow's reading of the footer with the facts walked from its bytes,
-    then check every row group and column chunk (as arrays) against the file."""
+    then check every row group (as arrays) and column chunk (in one compiled pass) against
+    the file."""
     schema = md.schema
     n_cols = md.num_columns
     if len(schema) != n_cols:
@@ -137,55 +148,74 @@ def _check_metadata(md: pq.FileMetaData, arrow_names: list[str], ft: "_Footer",
             seen.add(n)
     rows = ft.rg_rows
     ck = ft.chunks
-    g = ck[:, _K_RG]
-    col = ck[:, _K_COL]
-    n = ck[:, _K_NVAL]
-    comp = ck[:, _K_COMP]
-    unc = ck[:, _K_UNC]
-    dpo = ck[:, _K_DPO]
-    dico = ck[:, _K_DICT]
-    r = rows[g]
-    flat = ft.leaf_rep[col] == 0
-    # an empty row group's chunk may have no data page (offset 0) but a dictionary page
-    has_dpo = (r > 0) | (dpo != 0)
-    has_dict = dico != _MISSING
-    lo = np.where(has_dpo, dpo, np.where(has_dict, dico, 0))
-    lo = np.where(has_dict & has_dpo, np.minimum(dpo, dico), lo)
-    outside = (comp < 0) | (has_dpo & ((dpo < 4) | (dpo >= data_end))) | \
-        (has_dict & ((dico < 4) | (dico >= data_end))) | \
-        ((has_dpo | has_dict) & (comp > data_end - lo))
-    # the bounds of the module's head (sizes are int64 up to 2**63: the products in floats)
-    width = _WIDTH[np.clip(ck[:, _K_TYPE], 0, _WIDTH.size - 1)]
-    known = (ck[:, _K_TYPE] >= 0) & (ck[:, _K_TYPE] < _WIDTH.size)
-    width = np.where(known, width, 0).astype(np.float64)
-    nn = np.maximum(n, 0).astype(np.float64)
-    most = np.where(width > 0, (nn + 1) * _PER_PAGE + nn * (2 * width + _PER_VALUE),
-                    (nn + 1) * float(_PER_PAGE_ANY))
-    codec = ck[:, _K_CODEC]
-    ratio = np.where((codec >= 0) & (codec < _RATIO.size),
-                     _RATIO[np.clip(codec, 0, _RATIO.size - 1)], 0)
-    # unc > ratio * comp, in integers: (unc - 1) // ratio >= comp
-    over = (ratio > 0) & (unc > 0) & ((unc - 1) // np.maximum(ratio, 1) >= comp)
-    bad = (ck[:, _K_FPATH] != 0) | (flat & (n != r)) | outside | ((r > 0) & (comp == 0)) | \
-        (unc > most) | over
     bad_rg = (rows < 0) | (ft.rg_ncols != n_cols)
     first_rg = np.flatnonzero(bad_rg)
-    first_ck = np.flatnonzero(bad)
-    if first_rg.size or first_ck.size:
+    k = _first_out_of_bounds(ck, rows, ft.leaf_rep, data_end)
+    if first_rg.size or k >= 0:
         gr = int(first_rg[0]) if first_rg.size else rows.size
-        gc = int(g[first_ck[0]]) if first_ck.size else rows.size
+        gc = int(ck[k, _K_RG]) if k >= 0 else rows.size
         if gr <= gc:
             if rows[gr] < 0:
                 raise TraceFormatError(f"row group {gr} has {rows[gr]} rows", file=shown)
             raise TraceFormatError(f"row group {gr} has {ft.rg_ncols[gr]} column chunks, the "
                                    f"schema {n_cols}", file=shown)
-        k = int(first_ck[0])
-        _chunk_error(ck[k], names[col[k]], bool(flat[k]), int(r[k]), bool(outside[k]),
-                     int(most[k]), int(ratio[k]), shown)
+        r = int(rows[gc])
+        flat = bool(ft.leaf_rep[ck[k, _K_COL]] == 0)
+        _, outside, most, ratio = _chunk_bounds(ck[k], r, flat, data_end)
+        _chunk_error(ck[k], names[ck[k, _K_COL]], flat, r, outside, int(most), int(ratio),
+                     shown)
     total = sum(rows.tolist())  # exact: hostile counts may overflow int64
     if total != md.num_rows:
         raise TraceFormatError(f"footer says {md.num_rows} rows but its row groups hold "
                                f"{total}", file=shown)
+
+
+@njit(cache=True)
+def _chunk_bounds(c, r, flat, data_end):
+    """Whether column chunk c (a row of _Footer.chunks, in a row group of r rows) breaks a
+    bound of the module's head or the file's, whether it lies outside the file's data,
+    the most uncompressed bytes its values can take and its codec's most expansion (0: not
+    bounded). Sizes are int64 up to 2**63: the products in floats."""
+    n, comp, unc = c[_K_NVAL], c[_K_COMP], c[_K_UNC]
+    dpo, dico = c[_K_DPO], c[_K_DICT]
+    # an empty row group's chunk may have no data page (offset 0) but a dictionary page
+    has_dpo = r > 0 or dpo != 0
+    has_dict = dico != _MISSING
+    lo = 0
+    if has_dpo and has_dict:
+        lo = min(dpo, dico)
+    elif has_dpo:
+        lo = dpo
+    elif has_dict:
+        lo = dico
+    outside = comp < 0 or (has_dpo and (dpo < 4 or dpo >= data_end)) or \
+        (has_dict and (dico < 4 or dico >= data_end)) or \
+        ((has_dpo or has_dict) and comp > data_end - lo)
+    t = c[_K_TYPE]
+    width = np.float64(_WIDTH[t]) if 0 <= t < _WIDTH.size else 0.0
+    nn = np.float64(max(n, 0))
+    if width > 0:
+        most = (nn + 1) * _PER_PAGE + nn * (2 * width + _PER_VALUE)
+    else:
+        most = (nn + 1) * np.float64(_PER_PAGE_ANY)
+    codec = c[_K_CODEC]
+    ratio = _RATIO[codec] if 0 <= codec < _RATIO.size else 0
+    # unc > ratio * comp, in integers: (unc - 1) // ratio >= comp
+    over = ratio > 0 and unc > 0 and (unc - 1) // max(ratio, 1) >= comp
+    bad = c[_K_FPATH] != 0 or (flat and n != r) or outside or (r > 0 and comp == 0) or \
+        unc > most or over
+    return bad, outside, most, ratio
+
+
+@njit(cache=True)
+def _first_out_of_bounds(chunks, rows, leaf_rep, data_end):
+    """The first column chunk that _chunk_bounds finds bad, or -1 (one pass over the
+    chunks' rows, as _first_bad_chunk)."""
+    for k in range(chunks.shape[0]):
+        r = rows[chunks[k, _K_RG]]
+        if _chunk_bounds(chunks[k], r, leaf_rep[chunks[k, _K_COL]] == 0, data_end)[0]:
+            return k
+    return -1
 
 
 def _chunk_error(c: np.ndarray, name: str, flat: bool, rows: int, outside: bool, most: int,
@@ -339,13 +369,15 @@ def _expect(r, f, t):
 
 
 @njit(cache=True)
-def _walk(b, fill, fil, schema, rgs, chunks):
+def _walk(b, fil, schema, rgs, chunks):
     """Walk the footer (a FileMetaData in Thrift's compact protocol) with an explicit stack,
     bounding every length by the bytes left. Returns (error, position, field, schema
-    elements, row groups, column chunks). With fill, their facts go to the arrays (sized by
-    a first walk without fill, which only counts them; fil is always filled): arrays are
-    never reallocated and the loop has one exit, so it runs without reference counting."""
+    elements, row groups, column chunks, whether they all fit). Their facts go to the
+    arrays (and fil) until one is full; from then on they are only counted (fill is
+    off), and the caller walks again with arrays of the sizes counted. Arrays are never
+    reallocated and the loop has one exit, so it runs without reference counting."""
     n = b.size
+    fill = True
     ns = nc = ng = 0
     err = _E_OK
     what = 0
@@ -518,17 +550,23 @@ def _walk(b, fill, fil, schema, rgs, chunks):
             sr = _R_OTHER
             if elem and r == _R_SCHEMA:
                 sr = _R_SCHEMA
+                if ns >= schema.shape[0]:
+                    fill = False
                 if fill:
                     schema[ns] = _MISSING
                     schema[ns, _S_OK] = 1
                 ns += 1
             elif elem and r == _R_RG:
                 sr = _R_RG
+                if ng >= rgs.shape[0]:
+                    fill = False
                 if fill:
                     rgs[ng] = _MISSING
                 ng += 1
             elif elem and r == _R_CHUNK:
                 sr = _R_CHUNK
+                if nc >= chunks.shape[0]:
+                    fill = False
                 if fill:
                     chunks[nc] = _MISSING
                     chunks[nc, _K_RG] = ng - 1
@@ -590,11 +628,13 @@ def _walk(b, fill, fil, schema, rgs, chunks):
                         chunks[nc - 1, _K_DICT] = val
         elif r == _R_SCHEMA and t != _T_STRUCT:
             # a schema list element that is not a struct
+            if ns >= schema.shape[0]:
+                fill = False
             if fill:
                 schema[ns] = _MISSING
                 schema[ns, _S_OK] = 0
             ns += 1
-    return err, i, what, ns, ng, nc
+    return err, i, what, ns, ng, nc, fill
 
 
 @njit(cache=True)
@@ -708,6 +748,47 @@ def _first_bad_path(b, chunks, schema, leaves, path):
     return -1
 
 
+# what a column chunk must hold, in the order _first_bad_chunk checks it ("path": the
+# message names the path wanted)
+_CHUNK_CHECKS = ["column chunk unreadable or encrypted", "column metadata missing", "path",
+                 "column chunk type differs from the schema"] + \
+    [m.format(what) for what in ("num_values", "uncompressed size", "compressed size",
+                                 "data page offset") for m in ("{} missing", "negative {}")] + \
+    [f"{what} level histogram does not fit the column" for what in ("repetition", "definition")]
+
+
+@njit(cache=True)
+def _first_bad_chunk(chunks, leaves, bad_path):
+    """(the first column chunk failing a check of _CHUNK_CHECKS, the first check it fails),
+    or (-1, 0); bad_path is the first chunk whose path is wrong (-1: none). One pass: the
+    chunks' facts are rows, so checking them column by column read each row 18 times."""
+    for c in range(chunks.shape[0]):
+        j = chunks[c, _K_COL]
+        if chunks[c, _K_CRYPTO] != 0:
+            return c, 0
+        if chunks[c, _K_META] == 0:
+            return c, 1
+        if c == bad_path:
+            return c, 2
+        if chunks[c, _K_TYPE] != leaves[j, 1]:
+            return c, 3
+        k = 4
+        for f in (_K_NVAL, _K_UNC, _K_COMP, _K_DPO):
+            if chunks[c, f] == _MISSING:
+                return c, k
+            if chunks[c, f] < 0:
+                return c, k + 1
+            k += 2
+        # an empty histogram means "not written"
+        h = chunks[c, _K_REPH]
+        if h > 0 and h != leaves[j, 3] + 1:
+            return c, 12
+        h = chunks[c, _K_DEFH]
+        if h > 0 and h != leaves[j, 2] + 1:
+            return c, 13
+    return -1, 0
+
+
 _LEAF_ERRORS = {1: "empty schema", 2: "schema has fewer elements than its groups say",
                 3: "schema element malformed", 4: "schema element name missing",
                 5: "repetition type missing", 6: "repetition type out of range",
@@ -731,14 +812,21 @@ class _Footer:
 def _check_footer_bytes(footer: bytes, shown: str) -> _Footer:
     b = np.frombuffer(footer, np.uint8)
     fil = np.full(_NF, _MISSING, np.int64)
-    none = np.zeros((0, 1), np.int64)
-    err, pos, what, ns, ng, nc = _walk(b, False, fil, none, none, none)
-    if not err:  # again, filling arrays of the sizes counted
+    # Sized for any footer a Parquet writer makes, so one walk fills them; a footer with
+    # more is walked again into arrays of the sizes counted. The walk sets every row it
+    # counts before reading it, so the arrays start empty: pages never written cost nothing.
+    ns, ng, nc = _room(b.size)
+    schema = np.empty((ns, _NS), np.int64)
+    rgs = np.empty((ng, 2), np.int64)
+    chunks = np.empty((nc, _NK), np.int64)
+    err, pos, what, ns, ng, nc, fit = _walk(b, fil, schema, rgs, chunks)
+    if not err and not fit:
         fil[:] = _MISSING
-        schema = np.full((ns, _NS), _MISSING, np.int64)
-        rgs = np.full((ng, 2), _MISSING, np.int64)
-        chunks = np.full((nc, _NK), _MISSING, np.int64)
-        err, pos, what, ns, ng, nc = _walk(b, True, fil, schema, rgs, chunks)
+        schema = np.empty((ns, _NS), np.int64)
+        rgs = np.empty((ng, 2), np.int64)
+        chunks = np.empty((nc, _NK), np.int64)
+        err, pos, what, ns, ng, nc, fit = _walk(b, fil, schema, rgs, chunks)
+    schema, rgs, chunks = schema[:ns], rgs[:ng], chunks[:nc]
     try:
         if err == _E_WRONG:
             name = _FIELDS.get((what // 256, what % 256), f"field {what % 256}")
@@ -748,6 +836,14 @@ def _check_footer_bytes(footer: bytes, shown: str) -> _Footer:
         return _check_footer(b, fil, schema, rgs, chunks)
     except _Bad as e:
         raise TraceFormatError(f"bad Parquet footer ({e})", file=shown) from None
+
+
+def _room(n: int) -> tuple[int, int, int]:
+    """The schema elements, row groups and column chunks the first walk of a footer of n
+    bytes has room for: a trace has a few columns, and a row group or column chunk takes
+    over 32 bytes (a chunk's metadata has nine required fields and a path; the one-row
+    groups of benchmarks/reader_limits.py take 77 bytes a chunk)."""
+    return min(n, 1024), n // 32 + 64, n // 32 + 64
 
 
 class _Bad(Exception):
@@ -788,37 +884,12 @@ def _check_footer(b: np.ndarray, fil: np.ndarray, schema: np.ndarray, rgs: np.nd
     if not nl:
         return _Footer(int(fil[_F_ROWS]), rgs[:, 0].copy(), rgs[:, 1].copy(), c,
                        leaves[:, 1].copy(), leaves[:, 3].copy())
-    col = c[:, _K_COL]
-    levels = leaves[col, 2:4] + 1
-    bad_path = np.zeros(c.shape[0], np.bool_)
-    k = int(_first_bad_path(b, c, schema, leaves, path))
-    if k >= 0:
-        bad_path[k] = True
-    checks = [
-        (c[:, _K_CRYPTO] != 0, "column chunk unreadable or encrypted"),
-        (c[:, _K_META] == 0, "column metadata missing"),
-        (bad_path, "path"),
-        (c[:, _K_TYPE] != leaves[col, 1], "column chunk type differs from the schema"),
-    ]
-    for k, what in ((_K_NVAL, "num_values"), (_K_UNC, "uncompressed size"),
-                    (_K_COMP, "compressed size"), (_K_DPO, "data page offset")):
-        checks.append((c[:, k] == _MISSING, f"{what} missing"))
-        checks.append((c[:, k] < 0, f"negative {what}"))
-    for k, lv, what in ((_K_REPH, 1, "repetition"), (_K_DEFH, 0, "definition")):
-        h = c[:, k]
-        # an empty histogram means "not written"
-        checks.append(((h > 0) & (h != levels[:, lv]),
-                       f"{what} level histogram does not fit the column"))
-    first = c.shape[0]
-    msg = ""
-    for mask, what in checks:
-        hit = np.flatnonzero(mask)
-        if hit.size and hit[0] < first:
-            first, msg = int(hit[0]), what
-    if msg:
+    first, check = _first_bad_chunk(c, leaves, _first_bad_path(b, c, schema, leaves, path))
+    if first >= 0:
         g = int(c[first, _K_RG])
+        msg = _CHUNK_CHECKS[check]
         if msg == "path":
-            j = int(col[first])
+            j = int(c[first, _K_COL])
             want = [bytes(b[schema[s, _S_NAME]:schema[s, _S_NAME] + schema[s, _S_NAMELEN]])
                     for s in path[leaves[j, 4]:(leaves[j + 1, 4] if j + 1 < nl else None)]]
             msg = f"column chunk path is not {want!r}"
