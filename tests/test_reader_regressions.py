@@ -197,7 +197,8 @@ def test_a_member_file_that_is_a_symlink_loop_is_a_format_error(tmp_path):
 def test_one_row_groups_are_read_a_run_at_a_time_with_the_same_counts(tmp_path, monkeypatch):
     """5,000 one-row row groups: the footer is walked in compiled code and the rows are
     read by one reader per run of groups, not one per group (benchmarks/reader_limits.py
-    times 95,984 of them)."""
+    times 95,984 of them). Decoded in the loading thread, as with one CPU (the threaded
+    runs: tests/test_reader_threads.py)."""
     d = shutil.copytree(GPT2, tmp_path / "gpt2.uvmtrace")
     f = d / "accesses.parquet"
     t = pq.read_table(f).slice(0, 5000)
@@ -212,6 +213,7 @@ def test_one_row_groups_are_read_a_run_at_a_time_with_the_same_counts(tmp_path, 
         return real(self, *a, **kw)
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
+    monkeypatch.setattr(uvmsim.trace.io, "_decode_threads", lambda: 1)
     tr = load_trace(d)
     assert calls == [5000]
     calls.clear()

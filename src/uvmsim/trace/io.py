@@ -12,6 +12,9 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
@@ -21,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numba import njit
 
 from ..errors import TraceFormatError
 from . import _resolve as R
@@ -967,22 +971,103 @@ def _stat(p: Path) -> os.stat_result | None:
 
 def _batches(pf: CheckedFile, batch_rows: int, cols: list[str],
              shown: str) -> Iterator[pa.RecordBatch]:
-    """The access rows in batches, a run of consecutive row groups of about batch_rows rows
-    at a time: pyarrow's iterator over a whole file keeps each row group's buffers until it
-    is done (about 5 bytes a row), so one over all of them would hold the file; one per row
-    group costs a reader per group, which for many small groups (95,984 of one row) is most
-    of the load time."""
-    rows = pf.row_group_rows.tolist()
+    """The access rows in batches, in order, a run of consecutive row groups of about
+    batch_rows rows at a time: pyarrow's iterator over a whole file keeps each row group's
+    buffers until it is done (about 5 bytes a row), so one over all of them would hold the
+    file; one per row group costs a reader per group, which for many small groups (95,984
+    of one row) is most of the load time.
+
+    With more than one CPU the runs are smaller (batch_rows / threads rows, at most
+    _RUN_GROUPS row groups; a larger row group is a run of its own) and decoded, in order,
+    by a few threads, each with its own reader of the file, while the loading thread
+    consumes the run before: at most `threads` runs wait or are decoded beside the one
+    consumed, and all of them hold at most 2 * batch_rows rows (a row group larger than
+    batch_rows counts as batch_rows: it is streamed by the loading thread, batch_rows at a
+    time, as with one CPU). pyarrow decodes without the interpreter lock, so the threads
+    overlap each other and the checks of the rows consumed."""
+    rows = pf.row_group_rows
+    threads = _decode_threads()
+    runs = _runs(rows, max(1, batch_rows // threads), _RUN_GROUPS).tolist() \
+        if threads > 1 else []
+    if len(runs) < 2:
+        for g0, g1, _ in _runs(rows, batch_rows, max(rows.size, 1)).tolist():
+            yield from _guarded(pf.iter_batches(batch_size=batch_rows,
+                                                row_groups=list(range(g0, g1)),
+                                                columns=cols, use_threads=True), shown)
+        return
+    local = threading.local()
+
+    def decode(g0: int, g1: int) -> list[pa.RecordBatch]:
+        reader = getattr(local, "reader", None)
+        if reader is None:
+            reader = local.reader = pf.twin()
+        return list(_guarded(reader.iter_batches(batch_size=batch_rows,
+                                                 row_groups=list(range(g0, g1)),
+                                                 columns=cols, use_threads=True), shown))
+
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="uvmsim-decode")
+    ahead: deque = deque()  # (the run or its decoding, its rows), the first consumed next
+    held = nxt = 0
+    try:
+        while ahead or nxt < len(runs):
+            while nxt < len(runs) and (not ahead or (len(ahead) <= threads and held + min(
+                    runs[nxt][2], batch_rows) <= 2 * batch_rows)):
+                g0, g1, n = runs[nxt]
+                nxt += 1
+                # a row group larger than batch_rows is streamed here, batch_rows at a time
+                run = (g0, g1) if n > batch_rows else pool.submit(decode, g0, g1)
+                n = min(n, batch_rows)
+                held += n
+                ahead.append((run, n))
+            run, n = ahead.popleft()
+            if isinstance(run, tuple):
+                yield from _guarded(pf.iter_batches(batch_size=batch_rows,
+                                                    row_groups=list(range(*run)),
+                                                    columns=cols, use_threads=True), shown)
+            else:
+                yield from run.result()
+            del run  # its batches go once the consumer has let them go
+            held -= n
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# Row groups in one threaded run: enough that a run's reader costs nothing beside its
+# groups (one thread decodes 95,984 one-row groups as fast in runs of 3,000 as in one run),
+# few enough that the threads share such a file evenly (benchmarks/reader_limits.py).
+_RUN_GROUPS = 4096
+_MAX_THREADS = 4
+
+
+def _decode_threads() -> int:
+    """Threads decoding access rows: the CPUs this process may run on, at most _MAX_THREADS
+    (each holds a run of rows); 1 decodes in the loading thread, with no pool."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        n = os.cpu_count() or 1
+    return max(1, min(n, _MAX_THREADS))
+
+
+@njit(cache=True)
+def _runs(rows, most_rows, most_groups):
+    """Consecutive row groups [g0, g1) of at most most_rows rows and most_groups groups
+    (a larger group is a run of its own), as rows of (g0, g1, their rows). Compiled: a file
+    may have a row group per row."""
+    out = np.empty((rows.size, 3), np.int64)
+    k = 0
     g0 = 0
-    while g0 < len(rows):
+    while g0 < rows.size:
         g1, n = g0 + 1, rows[g0]
-        while g1 < len(rows) and n + rows[g1] <= batch_rows:
+        while g1 < rows.size and g1 - g0 < most_groups and n + rows[g1] <= most_rows:
             n += rows[g1]
             g1 += 1
-        yield from _guarded(pf.iter_batches(batch_size=batch_rows,
-                                            row_groups=list(range(g0, g1)), columns=cols,
-                                            use_threads=True), shown)
+        out[k, 0] = g0
+        out[k, 1] = g1
+        out[k, 2] = n
+        k += 1
         g0 = g1
+    return out[:k]
 
 
 def _signature(p: Path) -> tuple[int, int, int]:
