@@ -855,7 +855,8 @@ def load_trace(path: str | os.PathLike, *, drop_out_of_range: bool = False,
     tables, the touched blocks and each kernel's row offsets, and `simulate` reads the rows
     again from the file kernel by kernel (src/uvmsim/stream.py), so a trace whose rows do not
     fit in memory still replays, with the same counts. `batch_rows` is the rows decoded at
-    a time (with stream=True, about the rows held in memory, plus one kernel's).
+    a time (with stream=True, about the rows held in memory, plus one kernel's; with more
+    than one CPU, runs decoded ahead in threads hold up to twice as many: `_batches`).
 
     v1.2 per-thread-block streams (blocks.parquet, block_accesses.parquet) are checked for
     framing and columns here; their rows are read and checked when `trace.streams` is first
