@@ -208,6 +208,7 @@ def progress_cases(draw):
     opts = dict(capacity_chunks=draw(st.integers(1, 4)),
                 fault_batch_size=draw(st.sampled_from([1, 3, 8, 256])),
                 fault_latency_ns=draw(st.sampled_from([0.0, 500.0, 5000.0])),
+                store_ahead=draw(st.sampled_from([0, 0, 1, 4, 64])),
                 evict=draw(st.sampled_from(["lru2m", "lru2m_access"])))
     return kind, kw, opts
 
@@ -238,3 +239,49 @@ def test_exposed_in_the_cli_and_sweeps(tmp_path, capsys):
     assert want.summary["sim_time_ns"] != uvmsim.simulate(p, oversub=2).summary["sim_time_ns"]
     with pytest.raises(ConfigError, match="several tenants"):
         simulate_multi([p, p], block_progress=True)
+
+
+# ------------------------------------------------------------------ store_ahead
+def test_store_ahead_lets_a_writing_block_run_on_to_its_next_faults():
+    """three_blocks' rows are writes: with store_ahead the lone slot's block leaves its
+    faults outstanding and runs on, so they share batches and the kernel stalls less; each
+    block still ends only once its stores have landed (every page faulted and resident)."""
+    t = three_blocks(1)
+    base = run(t, prefetch="none")
+    for sa in (1, 3, 64):
+        r = run(t, prefetch="none", store_ahead=sa)
+        assert r.summary["faults"] == base.summary["faults"] == 8
+        assert r.summary["htod_bytes"] == base.summary["htod_bytes"]
+        assert_same(r, ref.simulate(t, block_progress=True, prefetch="none", store_ahead=sa))
+    three = run(t, prefetch="none", store_ahead=3)
+    # block 0's three rows go out together, then block 1's two, then block 2's three
+    assert three.summary["fault_batches"] < base.summary["fault_batches"]
+    assert three.kernels.stall_ns[0] < base.kernels.stall_ns[0]
+    # one slot of outstanding stores: each row's fault waits for the one before it to land,
+    # so the block still faults one page at a time
+    assert run(t, prefetch="none", store_ahead=1).summary["fault_batches"] == 8
+
+
+def test_store_ahead_does_not_let_a_block_pass_a_page_it_reads():
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 4)]
+    b.kernel("k", reads=P, launch=launch(1, 1, 1), duration_ns=4000,
+             stream_blocks=[(0, 0, 40)],
+             stream_rows=[(0, p, 10 * i, 1) for i, p in enumerate(P)],
+             stream_unit=12, stream_tick_ns=16)
+    t = b.build()
+    a = run(t, prefetch="none")
+    for sa in (1, 8):
+        r = run(t, prefetch="none", store_ahead=sa)
+        assert r.summary == a.summary
+        assert_same(r, ref.simulate(t, block_progress=True, prefetch="none", store_ahead=sa))
+    assert a.summary["fault_batches"] == 4
+
+
+def test_store_ahead_refusals():
+    t = three_blocks(1)
+    with pytest.raises(ConfigError, match="store_ahead"):
+        run(t, store_ahead=-1)
+    with pytest.raises(ConfigError, match="block_progress"):
+        uvmsim.simulate(t, store_ahead=4)

@@ -336,7 +336,8 @@ class Model:
     `advise` and the access-counter settings as in docs/policies.md. `block_progress` replays
     kernels that have v1.2 per-thread-block streams with the progress front-end (thread
     blocks in resident slots that stall on their faults; `fault_latency_ns` is how long a
-    fault waits in the buffer before the driver may take it).
+    fault waits in the buffer before the driver may take it; `store_ahead` how many faults
+    of plain writes a block may leave outstanding and run on).
     """
 
     name: str = field(default="contract", metadata=set_via("model"))
@@ -389,6 +390,10 @@ class Model:
     fault_latency_ns: float = field(default=0.0, metadata=setting(
         "--fault-latency-ns", "float0+", "block progress: how long a fault waits before the "
         "driver may take it (default 0)", metavar="NS"))
+    store_ahead: int = field(default=0, metadata=setting(
+        "--store-ahead", "int", "block progress: a thread block passes rows whose missing "
+        "pages it only writes, with up to N such faults outstanding (default 0: every fault "
+        "stalls its block; docs/semantics.md)", metavar="N"))
     doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
                                                  metadata=no_setting("provenance of values"))
@@ -430,6 +435,14 @@ class Model:
         if self.block_progress and (self.thrashing or self.remote is not None or self.advise):
             raise ConfigError(f"model {self.name!r}: block_progress cannot be combined "
                               "with thrashing, remote or advise yet (docs/semantics.md, Progress)")
+        sa = self.store_ahead
+        if isinstance(sa, bool) or not isinstance(sa, (int, np.integer)) or sa < 0:
+            raise ConfigError(f"model {self.name!r}: store_ahead must be an integer >= 0, "
+                              f"got {sa!r}")
+        object.__setattr__(self, "store_ahead", int(sa))
+        if self.store_ahead and not self.block_progress:
+            raise ConfigError(f"model {self.name!r}: store_ahead is a rule of block_progress; "
+                              "switch that on too")
         for k in ("access_counter_penalty", "remote_access_ns", "fault_latency_ns"):
             if not float(getattr(self, k)) >= 0.0:
                 raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")

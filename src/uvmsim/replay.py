@@ -74,7 +74,8 @@ def model_options(model: Model) -> dict[str, float]:
          "remote_access_ns": float(model.remote_access_ns),
          "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
          "block_progress": model.block_progress,
-         "fault_latency_ns": float(model.fault_latency_ns)}
+         "fault_latency_ns": float(model.fault_latency_ns),
+         "store_ahead": int(model.store_ahead)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -415,6 +416,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
               "engine": "fast", "scenario": sc.to_dict()}
     if m.block_progress:
         config["fault_latency_ns"] = m.fault_latency_ns
+        config["store_ahead"] = m.store_ahead
     if streamed:
         config["stream"] = True
     if plan is not None:

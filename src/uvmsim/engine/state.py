@@ -188,6 +188,9 @@ FRONTEND = _record([
     ("block_progress", np.uint8),
     ("fault_latency_ns", np.float64),  # progress: a fault waits this long before the
                                        # driver may take it
+    # progress: a block may pass rows whose missing pages it only stores to, with up to this
+    # many such faults outstanding (0: every fault stalls its block; docs/semantics.md)
+    ("store_ahead", np.int64),
 ])
 
 # partial_blocks: b_chunk of a partial block that holds units, and chunk_block of a shared
@@ -286,6 +289,8 @@ _STATE_FIELDS = [
     "fe_q_row",     # int64[n_pages] the fault queue (a ring): access row of each fault
     "fe_q_t",       # float64[n_pages]                          and its arrival
     "fe_flight",    # int64[batch_size] access rows of the batch in service
+    "fe_sbuf",      # int64[max blocks * store_ahead] pages of a block's outstanding stores
+    "fe_scnt",      # int64[max blocks] how many of its fe_sbuf slots are held
     "t_live",       # uint8[n_tenants] 1 while the tenant has events left
     "counts",       # int64[n_kernels+n_out_rows, N_COUNTS]; last rows: outside kernels
     "times",        # float64[n_kernels+n_out_rows, N_TIMES]
@@ -472,7 +477,8 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
         tlb_tag=np.full(n_entries, -1, np.int64), tlb_ready=np.zeros(n_entries, np.float64),
         tlb_used=np.zeros(n_entries, np.int64), walk_free=np.zeros(walkers, np.float64),
         translation=recs["translation"], frontend=recs["frontend"],
-        **_progress_fields(progress, n_kernels, n_pages, batch_size),
+        **_progress_fields(progress, n_kernels, n_pages, batch_size,
+                           int((options or {}).get("store_ahead", 0))),
         t_live=np.ones(n_tenants, np.uint8),
         counts=np.zeros((n_kernels + n_out_rows, N_COUNTS), np.int64),
         times=np.zeros((n_kernels + n_out_rows, N_TIMES), np.float64))
@@ -485,9 +491,10 @@ _PROGRESS_INPUTS = {"fe_slots": np.int64, "fe_bstart": np.int64, "fe_bdur": np.i
 
 
 def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
-                     batch_size: int) -> dict:
+                     batch_size: int, store_ahead: int) -> dict:
     """The progress front-end's fields: its inputs (checked by uvmsim.engine.blocks) and
-    its run's state sized by them; size-1 dummies (no kernel has a stream) while off."""
+    its run's state sized by them (and `store_ahead` slots of outstanding stores a block);
+    size-1 dummies (no kernel has a stream) while off."""
     if progress is None:
         one = {f: np.zeros(n_kernels if f == "fe_slots" else 1, t)
                for f, t in _PROGRESS_INPUTS.items()}
@@ -502,4 +509,6 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
                 fe_refault=np.zeros(n_b, np.int64),
                 fe_heap_t=np.zeros(n_s), fe_heap_b=np.zeros(n_s, np.int64),
                 fe_pend=np.zeros(n_pg, np.uint8), fe_q_row=np.zeros(n_pg, np.int64),
-                fe_q_t=np.zeros(n_pg), fe_flight=np.zeros(n_f, np.int64))
+                fe_q_t=np.zeros(n_pg), fe_flight=np.zeros(n_f, np.int64),
+                fe_sbuf=np.zeros(max(1, n_b * store_ahead) if progress else 1, np.int64),
+                fe_scnt=np.zeros(n_b, np.int64))

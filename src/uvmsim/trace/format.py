@@ -160,3 +160,6 @@ ARG_CPU = ARG_CODE["cpu"]
 FLAG_READ, FLAG_WRITE, FLAG_ATOMIC = 1, 2, 4
 # an access that writes (a write or an atomic): its fault is a write fault
 FLAGS_WRITE = FLAG_WRITE | FLAG_ATOMIC
+# an access whose warp waits for its data: a read, or an atomic (it may return the old
+# value); a plain write does not wait (the progress front-end's store_ahead)
+FLAGS_LOAD = FLAG_READ | FLAG_ATOMIC

@@ -20,7 +20,7 @@ import simpy
 
 from ...engine.state import (C_FAULTS, C_FAULTS_READ, C_FAULTS_WRITE, MAX_ROW_FAULTS,
                              PEND_FLIGHT, PEND_NONE, PEND_QUEUED, RES, T_STALL, T_TRANSFER)
-from ...trace.format import FLAGS_WRITE
+from ...trace.format import FLAGS_LOAD, FLAGS_WRITE
 
 # SimPy priorities of a kernel's events at one time (lower first; SimPy's own grants and
 # wake-ups, NORMAL = 1, only pass control and come first)
@@ -50,10 +50,14 @@ class At(simpy.events.Event):
 class _Run:
     """One kernel's run: its clock, slots, fault queue, stalled blocks and driver."""
 
-    def __init__(self, k: int, t0: float, b0: int, s: float, lat: float, slots: int) -> None:
+    def __init__(self, k: int, t0: float, b0: int, s: float, lat: float, slots: int,
+                 store_ahead: int) -> None:
         self.env = simpy.Environment()
         self.slots = simpy.Resource(self.env, capacity=slots)
         self.k, self.t0, self.b0, self.s, self.lat = k, t0, b0, s, lat
+        self.store_ahead = store_ahead
+        self.stores: dict[int, list[int]] = {}  # block -> access rows of outstanding stores
+        self.refault: dict[int, int] = {}       # block -> times it faulted without passing
         self.queue: deque = deque()          # (access row, arrival) of pending faults
         self.stalled: list = []              # (block, its wake-up event)
         self.work = None                     # the idle driver's wake-up event
@@ -98,7 +102,8 @@ class Progress:
             e = heapq.heappop(free) + int(S.fe_bdur[b0 + j])
             m = max(m, e)
             heapq.heappush(free, e)
-        R = _Run(k, t0, b0, dur / m, float(S.frontend[0].fault_latency_ns), slots)
+        R = _Run(k, t0, b0, dur / m, float(S.frontend[0].fault_latency_ns), slots,
+                 int(S.frontend[0].store_ahead))
         env = R.env
         blocks = [env.process(self.block(R, j)) for j in range(n_blk)]
         env.process(self.progress_driver(R))
@@ -124,13 +129,18 @@ class Progress:
             e = int(S.fe_rstart[R.b0 + j + 1])
             t = env.now + int(rt[r]) * R.s
             yield At(env, t, P_BLOCK + j)
-            faulted = 0
+            R.refault[j] = 0
+            stores = R.stores[j] = []  # its outstanding stores (store_ahead, rule 4a)
             while True:
-                missing, queued = self.check_row(R, r, t)
+                missing, queued, loads = self.check_row(R, r, t)
+                if missing and R.store_ahead and not loads and \
+                        len(stores) + missing <= R.store_ahead:
+                    stores += self.pending_rows(r)
+                    missing = 0
                 if missing:
                     if queued:
-                        faulted += 1
-                        if faulted > MAX_ROW_FAULTS:
+                        R.refault[j] += 1
+                        if R.refault[j] > MAX_ROW_FAULTS:
                             raise RuntimeError("progress: a thread block's row keeps faulting "
                                                "(it needs more memory than the GPU holds)")
                     wake = env.event()
@@ -138,7 +148,7 @@ class Progress:
                     t = yield wake
                     yield At(env, t, P_BLOCK + j)
                     continue
-                faulted = 0
+                R.refault[j] = 0
                 self.pass_row(r)
                 if r + 1 < e:
                     t = t + (int(rt[r + 1]) - int(rt[r])) * R.s
@@ -148,34 +158,78 @@ class Progress:
                     t = t + (int(S.fe_bdur[R.b0 + j]) - int(rt[r])) * R.s
                     yield At(env, t, P_BLOCK + j)
                     break
+            # its stores land before it ends
+            while stores:
+                wake = env.event()
+                R.stalled.append((j, wake))
+                t = yield wake
+                yield At(env, t, P_BLOCK + j)
             R.last = max(R.last, t)
 
-    def check_row(self, R: _Run, r: int, t: float) -> tuple[int, int]:
-        """Row r's pages: (not usable yet, newly queued as faults)."""
+    def check_row(self, R: _Run, r: int, t: float) -> tuple[int, int, int]:
+        """Row r's pages: (not usable yet, newly queued as faults, of the not usable ones
+        those the kernel reads or updates)."""
         S, T = self.S, self.T
-        missing = queued = 0
+        missing = queued = loads = 0
         for i in range(int(S.fe_rlo[r]), int(S.fe_rhi[r])):
             a = int(S.fe_acc[i])
             d = int(T.row_page[a])
             if T.a_host[T.b_alloc[T.page_block[d]]]:
                 continue
             pe = S.fe_pend[d]
-            if pe == PEND_FLIGHT:
-                missing += 1
-                continue
-            if S.pstate[d] & RES:
+            if pe != PEND_FLIGHT and S.pstate[d] & RES:
                 continue
             missing += 1
+            loads += bool(T.row_flags[a] & FLAGS_LOAD)
             if pe == PEND_NONE:
                 if R.work is not None and not R.work.triggered:
                     R.work.succeed()
                 R.queue.append((a, t))
                 queued += 1
                 S.fe_pend[d] = PEND_QUEUED
-        return missing, queued
+        return missing, queued, loads
+
+    def usable(self, d: int) -> bool:
+        """Page d is resident and not in a batch being serviced."""
+        return bool(self.S.fe_pend[d] != PEND_FLIGHT and self.S.pstate[d] & RES)
+
+    def pending_rows(self, r: int) -> list[int]:
+        """Row r's access rows whose page is missing (not usable), in the row's order."""
+        S, T = self.S, self.T
+        out = []
+        for i in range(int(S.fe_rlo[r]), int(S.fe_rhi[r])):
+            a = int(S.fe_acc[i])
+            d = int(T.row_page[a])
+            if not T.a_host[T.b_alloc[T.page_block[d]]] and not self.usable(d):
+                out.append(a)
+        return out
+
+    def settle_stores(self, R: _Run, j: int, t: float) -> None:
+        """At a service's end, block j's outstanding stores settle (rule 4a): a usable page
+        takes its store; a pending fault waits; a page evicted before the store landed faults
+        again, queued at t."""
+        S, T = self.S, self.T
+        keep, again = [], 0
+        for a in R.stores[j]:
+            d = int(T.row_page[a])
+            pe = S.fe_pend[d]
+            if self.usable(d):
+                continue
+            if pe == PEND_NONE:
+                R.queue.append((a, t))
+                S.fe_pend[d] = PEND_QUEUED
+                again += 1
+            keep.append(a)
+        R.stores[j][:] = keep
+        if again:
+            R.refault[j] += 1
+            if R.refault[j] > MAX_ROW_FAULTS:
+                raise RuntimeError("progress: a thread block's stores keep faulting (it "
+                                   "needs more memory than the GPU holds)")
 
     def pass_row(self, r: int) -> None:
-        """A block passes row r: the eviction policy hears of a hit on each of its pages."""
+        """A block passes row r: the eviction policy hears of a hit on each of its pages
+        that is usable (with store_ahead, the others are its outstanding stores)."""
         S, T = self.S, self.T
         if self.EV_ON_HIT is None:
             return
@@ -183,7 +237,7 @@ class Progress:
             a = int(S.fe_acc[i])
             d = int(T.row_page[a])
             blk = int(T.page_block[d])
-            if not T.a_host[T.b_alloc[blk]]:
+            if not T.a_host[T.b_alloc[blk]] and self.usable(d):
                 self.EV_ON_HIT(self.est, S, T, S.b_chunk[blk], blk, T.page_pos[d], a)
 
     def progress_driver(self, R: _Run):
@@ -225,6 +279,9 @@ class Progress:
             R.flight = False
             for a in batch:
                 S.fe_pend[T.row_page[a]] = PEND_NONE
+            for j in sorted(R.stores):
+                if R.stores[j]:
+                    self.settle_stores(R, j, end)
             R.last = max(R.last, end)
             stalled, R.stalled = R.stalled, []
             for _, wake in stalled:

@@ -108,7 +108,39 @@ def dispatch(S, j, b0, t, s, nh):
     r = S.fe_rstart[b0 + j]
     S.fe_cur[j] = r
     S.fe_refault[j] = 0
+    S.fe_scnt[j] = 0
     return heap_push(S, nh, t + S.fe_rt[r] * s, j)
+
+
+@_jit
+def settle_stores(S, T, j, sa, tt, qh, qn):
+    """At a service's end, block j's outstanding stores (access rows in its sa slots) settle:
+    one whose page is usable lands (leaves the slots); one whose fault is still pending
+    stays; one whose page was evicted before it landed (fault serviced, page gone) faults
+    again, queued at tt. Returns the queue's new length and how many faulted again."""
+    base = j * sa
+    keep = 0
+    again = 0
+    cap = S.fe_q_row.size
+    for i in range(S.fe_scnt[j]):
+        a = S.fe_sbuf[base + i]
+        d = T.row_page[a]
+        pe = S.fe_pend[d]
+        if pe != PEND_FLIGHT and S.pstate[d] & RES:
+            continue
+        if pe == PEND_NONE:
+            q = qh + qn
+            if q >= cap:
+                q -= cap
+            S.fe_q_row[q] = a
+            S.fe_q_t[q] = tt
+            qn += 1
+            S.fe_pend[d] = PEND_QUEUED
+            again += 1
+        S.fe_sbuf[base + keep] = a
+        keep += 1
+    S.fe_scnt[j] = keep
+    return qn, again
 
 
 @_jit
@@ -128,6 +160,7 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
     dur = compute_ns(T, k)
     s = dur / fault_free_makespan(S, b0, n_blk, slots)
     lat = S.frontend[0].fault_latency_ns
+    sa = S.frontend[0].store_ahead
     cap = S.fe_q_row.size
     nh = 0
     for j in range(slots):
@@ -164,12 +197,24 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 S.fe_pend[T.row_page[S.fe_flight[i]]] = PEND_NONE
             if tt > last:
                 last = tt
+            # blocks with stores outstanding settle them, in id order (rule 4a)
+            if sa > 0:
+                for j in range(nxt):
+                    if S.fe_scnt[j] > 0:
+                        qn, again = settle_stores(S, T, j, sa, tt, qh, qn)
+                        if again:
+                            S.fe_refault[j] += 1
+                            if S.fe_refault[j] > MAX_ROW_FAULTS:
+                                raise RuntimeError("progress: a thread block's stores keep "
+                                                   "faulting (it needs more memory than the "
+                                                   "GPU holds)")
             # a stalled block whose pages are all still queued would only stall again
-            # (no fault, no hit): it is not woken, which changes nothing but the work
+            # (no fault, no hit): it is not woken, which changes nothing but the work; with
+            # store_ahead a retry may pass once the block's own stores are done, so all wake
             keep = 0
             for i in range(n_st):
                 j = S.fe_stalled[i]
-                if still_queued(S, T, S.fe_cur[j]):
+                if sa == 0 and still_queued(S, T, S.fe_cur[j]):
                     S.fe_stalled[keep] = j
                     keep += 1
                 else:
@@ -210,6 +255,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             r = S.fe_cur[j]
             e = S.fe_rstart[b0 + j + 1]
             if r == e:  # the end of its run: the slot goes to the next block
+                if S.fe_scnt[j] > 0:
+                    S.fe_stalled[n_st] = j  # its stores land first
+                    n_st += 1
+                    continue
                 n_done += 1
                 if tt > last:
                     last = tt
@@ -221,18 +270,20 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             hi = S.fe_rhi[r]
             missing = 0
             queued = 0
+            loads = 0  # missing pages the kernel reads or updates (their warps wait)
             for i in range(lo, hi):
                 a = S.fe_acc[i]
                 d = T.row_page[a]
                 if T.a_host[T.b_alloc[T.page_block[d]]]:
                     continue
                 pe = S.fe_pend[d]
-                if pe == PEND_FLIGHT:
-                    missing += 1
-                    continue
-                if S.pstate[d] & RES:
+                if pe != PEND_FLIGHT and S.pstate[d] & RES:
                     continue
                 missing += 1
+                if T.row_flags[a] & FLAGS_LOAD:
+                    loads += 1
+                if pe == PEND_FLIGHT:
+                    continue
                 if pe == PEND_NONE:
                     if qn == 0 and not flight:
                         pending = True
@@ -245,7 +296,23 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     qn += 1
                     queued += 1
                     S.fe_pend[d] = PEND_QUEUED
-            if missing:
+            # with store_ahead, a row whose missing pages are all stores passes while the
+            # block's outstanding stores fit its sa slots; the stores wait in them
+            ahead = False
+            if missing and sa > 0 and loads == 0:
+                n_out = S.fe_scnt[j]
+                if n_out + missing <= sa:
+                    ahead = True
+                    for i in range(lo, hi):  # the row's missing pages, as counted above
+                        a = S.fe_acc[i]
+                        d = T.row_page[a]
+                        if T.a_host[T.b_alloc[T.page_block[d]]]:
+                            continue
+                        if S.fe_pend[d] == PEND_FLIGHT or not S.pstate[d] & RES:
+                            S.fe_sbuf[j * sa + n_out] = a
+                            n_out += 1
+                    S.fe_scnt[j] = n_out
+            if missing and not ahead:
                 if queued:
                     S.fe_refault[j] += 1
                     if S.fe_refault[j] > MAX_ROW_FAULTS:
@@ -258,7 +325,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 a = S.fe_acc[i]
                 d = T.row_page[a]
                 blk = T.page_block[d]
-                if not T.a_host[T.b_alloc[blk]]:
+                # every page is usable, but with store_ahead the missing ones (in service
+                # or not resident) are the block's outstanding stores: no hit on them
+                if not T.a_host[T.b_alloc[blk]] and S.fe_pend[d] != PEND_FLIGHT and \
+                        S.pstate[d] & RES:
                     EV_ON_HIT(est, S, T, S.b_chunk[blk], blk, T.page_pos[d], a)
             S.fe_refault[j] = 0
             if r + 1 < e:
@@ -267,6 +337,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             else:
                 S.fe_cur[j] = e
                 nh = heap_push(S, nh, tt + (S.fe_bdur[b0 + j] - S.fe_rt[r]) * s, j)
+    if n_done < n_blk:  # a block left waiting with nothing to wake it: a rule is broken
+        raise RuntimeError("progress: the event loop ran dry with thread blocks unfinished")
     # faults left in the queue once every block has run are not needed any more
     while qn > 0:
         S.fe_pend[T.row_page[S.fe_q_row[qh]]] = PEND_NONE
