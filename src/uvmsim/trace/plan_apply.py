@@ -1,10 +1,11 @@
 """Turning a plan into the arrays a replay runs on: each entry becomes one `prefetch` event
 placed just before its kernel's event, clipped to the allocations live there by the loader's
-rule for range events (`walk_events`, src/uvmsim/trace/_resolve.py; compiled for plans in
-_plan_clip.py). The fast engine and the reference model then replay a plan as they replay any
-trace: nothing in the compiled hot loop knows about plans (docs/semantics.md, "Prefetch
-plans"). It lives in the trace layer, below `simulate` (which applies a plan in `prepare`)
-and below `uvmsim.plans` (which builds plans and replays them), so imports run one way.
+rule for range events (`walk_events`, src/uvmsim/trace/_resolve.py), all in one compiled
+pass (_plan_resolve.py). The fast engine and the reference model then replay a plan as they
+replay any trace: nothing in the compiled hot loop knows about plans (docs/semantics.md,
+"Prefetch plans"). It lives in the trace layer, below `simulate` (which applies a plan in
+`prepare`) and below `uvmsim.plans` (which builds plans and replays them), so imports run
+one way.
 
 A plan may reach 2 MiB blocks that no access row or range event of the trace reaches, which
 have no engine state; those blocks are numbered in, in the loader's order (`_dense_maps`,
@@ -14,16 +15,18 @@ plan's events written into it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
-from .format import OP_PREFETCH
+from .format import OP_ALLOC, OP_FREE
 from .io import _dense_maps
 from .model import Trace
 from . import _plan_clip as _clip
+from . import _plan_resolve as _merge
 from .plan import TO_CODE, Plan, PlanError
 
 TO_GPU = TO_CODE["gpu"]
@@ -31,7 +34,9 @@ TO_GPU = TO_CODE["gpu"]
 
 class Layout:
     """What clipping and numbering a plan's ranges needs from one trace (built once per
-    Trace object, kept in its cache)."""
+    Trace object, kept in its cache). What only `plans.build` uses (`allocs`, `whole`) is
+    built on first use: a trace loaded to replay one plan pays only for what `with_plan`
+    needs."""
 
     def __init__(self, trace: Trace) -> None:
         T = trace.arrays
@@ -47,25 +52,41 @@ class Layout:
         np.cumsum(self.nblocks[:-1], out=block_off[1:])
         self.block_off = block_off
         self.block0 = block_off - (self.first_page >> 9)
-        self.allocs = _clip.Allocs(base, end, self.first_page)
+        self._b_alloc = T.b_alloc
         # key of each dense block, ascending (the dense order)
         self.keys = (self.block0[T.b_alloc] + (T.b_first_vpage >> 9)).astype(np.int64)
-        # allocations whose every reserved block has state: segments in them need no check
-        self.whole = np.bincount(T.b_alloc, minlength=base.size) == self.nblocks
         self.k_event = np.flatnonzero(T.ev_kernel >= 0).astype(np.int64)
         self.kernel_ids = trace.kernels["kernel_id"].to_numpy(np.int64)
-        self._by_id = np.argsort(self.kernel_ids, kind="stable")
+        if self.kernel_ids.size != self.k_event.size:
+            raise ConfigError(f"the trace has {self.kernel_ids.size} kernels and "
+                              f"{self.k_event.size} kernel events")
+        # kernel ids ascending and the rank of each (launch order is usually id order)
+        if self.kernel_ids.size < 2 or bool((self.kernel_ids[1:] > self.kernel_ids[:-1]).all()):
+            self._by_id = np.arange(self.kernel_ids.size, dtype=np.int64)
+        else:
+            self._by_id = np.argsort(self.kernel_ids, kind="stable").astype(np.int64)
         self._ids = self.kernel_ids[self._by_id]
 
-    def ranks(self, kernel_id: np.ndarray, source: str) -> np.ndarray:
-        """Kernel rank of each kernel_id; an unknown one is an error naming its row."""
-        i = np.minimum(np.searchsorted(self._ids, kernel_id), max(self._ids.size - 1, 0))
-        bad = np.flatnonzero(self._ids[i] != kernel_id) if self._ids.size else \
-            np.arange(kernel_id.size)
-        if bad.size:
-            raise PlanError(f"kernel_id {int(kernel_id[bad[0]])} is not a kernel of the trace",
-                            file=source, column="kernel_id", row=int(bad[0]))
-        return self._by_id[i]
+    @functools.cached_property
+    def allocs(self) -> _clip.Allocs:
+        return _clip.Allocs(self.base, self.end, self.first_page)
+
+    @functools.cached_property
+    def whole(self) -> np.ndarray:
+        """Allocations whose every reserved block has state: segments in them need no
+        check."""
+        return np.bincount(self._b_alloc, minlength=self.base.size) == self.nblocks
+
+    def ranks(self, kernel_id: np.ndarray, source: str, order: np.ndarray | None = None):
+        """Kernel rank of each kernel_id; an unknown one is an error naming its row. With
+        `order`: (ranks, whether the rows are already in (rank, order) order)."""
+        rank = np.empty(kernel_id.size, np.int64)
+        bad, in_order = _merge.kernel_ranks(self._ids, self._by_id, kernel_id,
+                                            kernel_id if order is None else order, rank)
+        if bad >= 0:
+            raise PlanError(f"kernel_id {int(kernel_id[bad])} is not a kernel of the trace",
+                            file=source, column="kernel_id", row=int(bad))
+        return rank if order is None else (rank, in_order)
 
     def clip_live(self, live: np.ndarray, page: np.ndarray, n_pages: np.ndarray):
         """Segments of entries at a launch where live[a] is 1 for the live allocations:
@@ -143,82 +164,85 @@ def with_plan(trace: Trace, plan: Any) -> Trace:
 
 
 def _apply(trace: Trace, plan: Plan) -> Trace:
-    T = trace.arrays
     L = layout(trace)
     m = len(plan)
     if m == 0:
         return trace
-    rank = L.ranks(plan.kernel_id, plan.source)
-    o = np.lexsort((np.arange(m), plan.order, rank))   # by kernel, then order, then row
-    rank, page, n_pages, to = rank[o], plan.page[o], plan.n_pages[o], plan.to[o]
-    p_start, s_alloc, vfirst, vlast = clip_all(T, L, rank, page, n_pages)
-    ok, bf, bl = L.locate(s_alloc, vfirst, vlast)
-    if not ok.all():
+    rank, in_order = L.ranks(plan.kernel_id, plan.source, plan.order)
+    page, n_pages, to = plan.page, plan.n_pages, plan.to
+    if not in_order:          # by kernel, then order, then row (lexsort is stable)
+        o = np.lexsort((plan.order, rank))
+        rank, page, n_pages, to = rank[o], page[o], n_pages[o], to[o]
+    T = trace.arrays
+    arrays = _merged(T, L, rank, page, n_pages, to)
+    if arrays is None:
+        # the plan reaches blocks without state: number them in, then merge again
         if trace.rows is not None:
             raise ConfigError("the plan prefetches 2 MiB blocks the streamed trace never "
                               "touches, which it has no state for; load the trace in memory")
+        _, s_alloc, vfirst, vlast = clip_all(T, L, rank, page, n_pages)
         T = _number_in(trace, L, s_alloc, vfirst, vlast)
         L = Layout(dataclasses.replace(trace, arrays=T, _cache={}))
-        _, bf, bl = L.locate(s_alloc, vfirst, vlast)
-    p_first = L.dense(T, bf, vfirst)
-    p_last = L.dense(T, bl, vlast)
-    old_new, plan_new = inserted_events(T, L, rank)
-    n_ev = T.ev_op.size
-    n_new = n_ev + m
-
-    ev_op = np.empty(n_new, np.int8)
-    ev_op[old_new] = T.ev_op
-    ev_op[plan_new] = OP_PREFETCH
-    ev_alloc = np.full(n_new, -1, np.int64)
-    ev_alloc[old_new] = T.ev_alloc
-    ev_kernel = np.full(n_new, -1, np.int64)
-    ev_kernel[old_new] = T.ev_kernel
-    ev_arg = np.empty(n_new, np.int8)
-    ev_arg[old_new] = T.ev_arg
-    ev_arg[plan_new] = to
-
-    # merge the trace's segments (old events) and the plan's (new events) in event order
-    old_n = np.diff(T.ev_seg_start)
-    new_n = np.zeros(n_new, np.int64)
-    new_n[old_new] = old_n
-    new_n[plan_new] = np.diff(p_start)
-    seg_start = np.zeros(n_new + 1, np.int64)
-    np.cumsum(new_n, out=seg_start[1:])
-    n_seg = int(seg_start[-1])
-    old_dest = np.repeat(seg_start[old_new] - T.ev_seg_start[:-1], old_n) + \
-        np.arange(T.seg_alloc.size, dtype=np.int64)
-    plan_dest = np.repeat(seg_start[plan_new] - p_start[:-1], np.diff(p_start)) + \
-        np.arange(s_alloc.size, dtype=np.int64)
-    seg_alloc = np.empty(n_seg, np.int64)
-    seg_first = np.empty(n_seg, np.int64)
-    seg_last = np.empty(n_seg, np.int64)
-    for dst, src, d in ((seg_alloc, T.seg_alloc, s_alloc), (seg_first, T.seg_first, p_first),
-                        (seg_last, T.seg_last, p_last)):
-        dst[old_dest] = src
-        dst[plan_dest] = d
-    arrays = T._replace(ev_op=ev_op, ev_alloc=ev_alloc, ev_kernel=ev_kernel, ev_arg=ev_arg,
-                        ev_seg_start=seg_start, seg_alloc=seg_alloc, seg_first=seg_first,
-                        seg_last=seg_last)
+        arrays = _merged(T, L, rank, page, n_pages, to)
+        if arrays is None:
+            raise AssertionError("a block numbered in for the plan has no state")
     return dataclasses.replace(trace, arrays=arrays, _cache={})
 
 
-def inserted_events(T, L: Layout, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Event numbering with entries (sorted by kernel rank) inserted just before their
-    kernels' events: (new index of each old event, new index of each entry)."""
-    m = rank.size
-    n_ev = T.ev_op.size
-    per_k = np.bincount(rank, minlength=L.k_event.size)
-    shift = np.zeros(n_ev, np.int64)
-    shift[L.k_event] = per_k
-    old_new = np.arange(n_ev, dtype=np.int64) + np.cumsum(shift)
-    first_of_k = old_new[L.k_event] - per_k           # new index of kernel k's first entry
-    plan_new = first_of_k[rank] + (np.arange(m) - np.repeat(np.cumsum(per_k) - per_k, per_k))
-    return old_new, plan_new
+def _merged(T, L: Layout, rank: np.ndarray, page: np.ndarray, n_pages: np.ndarray,
+            to: np.ndarray):
+    """T's event and segment arrays with the entries (sorted by rank) merged in as
+    prefetch events before their kernels (`_plan_resolve.merge`); None when an entry
+    reaches a block without state."""
+    n_ev, m, n_seg = T.ev_op.size, page.size, T.seg_alloc.size
+    # the sizes merge relies on; the values it indexes with it checks itself
+    if not (T.ev_alloc.size == T.ev_kernel.size == T.ev_arg.size == n_ev and
+            T.ev_seg_start.size == n_ev + 1 and T.seg_first.size == T.seg_last.size == n_seg
+            and T.b_page0.size == T.b_lo.size == L.keys.size
+            and L.base.size == L.end.size == L.block0.size == L.allocs.order.size
+            == T.a_block_off.size == T.a_nblocks.size
+            and rank.size == n_pages.size == to.size == m):
+        raise ConfigError("trace arrays: the event, segment or block arrays differ in length")
+    ev = (T.ev_op, T.ev_alloc, T.ev_kernel, T.ev_arg, T.ev_seg_start, L.k_event)
+    cap = n_seg + 4 * m + 64    # an entry clips to a few allocations (grown if not)
+    while True:
+        out = (np.empty(n_ev + m, np.int8), np.empty(n_ev + m, np.int64),
+               np.empty(n_ev + m, np.int64), np.empty(n_ev + m, np.int8),
+               np.empty(n_ev + m + 1, np.int64), np.empty(cap, np.int64),
+               np.empty(cap, np.int64), np.empty(cap, np.int64))
+        code, s, e = _merge.merge(ev, (T.seg_alloc, T.seg_first, T.seg_last),
+                                  (L.keys, T.b_page0, T.b_lo),
+                                  (L.base, L.end, L.block0, L.allocs.order, T.a_block_off,
+                                   T.a_nblocks),
+                                  (rank, page, n_pages, to), out)
+        if code != _merge.E_FULL:
+            break
+        cap *= 4
+    if code == _merge.E_MISSING:
+        return None
+    if code == _merge.E_BAD_ALLOC:
+        raise ConfigError(f"trace arrays: event {e} allocates or frees no allocation, or out "
+                          "of order")
+    if code == _merge.E_BAD_SEGMENTS:
+        raise ConfigError(f"trace arrays: ev_seg_start at event {e} is not rising starts into "
+                          "the segments")
+    if code == _merge.E_BAD_BLOCKS:
+        raise ConfigError("trace arrays: an allocation's blocks lie outside the block arrays")
+    if code == _merge.E_UNPLACED:
+        raise ConfigError("trace arrays: a kernel rank of the plan has no kernel event")
+    return T._replace(ev_op=out[0], ev_alloc=out[1], ev_kernel=out[2], ev_arg=out[3],
+                      ev_seg_start=out[4], seg_alloc=out[5][:s], seg_first=out[6][:s],
+                      seg_last=out[7][:s])
 
 
 def clip_all(T, L: Layout, rank: np.ndarray, page: np.ndarray, n_pages: np.ndarray):
     """Segments of every entry (sorted by kernel rank), clipped to the allocations live at
     its kernel's event: (CSR start per entry, allocation, first and last virtual page)."""
+    af = T.ev_alloc[(T.ev_op == OP_ALLOC) | (T.ev_op == OP_FREE)]
+    if af.size and (int(af.min()) < 0 or int(af.max()) >= L.base.size):
+        raise ConfigError("trace arrays: an alloc or free event names no allocation")
+    if rank.size and (int(rank.min()) < 0 or int(rank.max()) >= L.k_event.size):
+        raise ConfigError("a kernel rank of the plan has no kernel event")
     A = L.allocs
     start, a, f, l = _clip.run(
         _clip.clip_plan, (T.ev_op, T.ev_alloc, L.k_event, rank, page, n_pages, A.order,
