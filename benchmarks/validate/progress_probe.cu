@@ -10,7 +10,8 @@
 // fill_probe.cu's kernel does. Lane 0 then writes %globaltimer >> 10 (about microseconds)
 // to log[warp * iters + it] in mapped pinned host memory, which takes no GPU memory (the
 // balloon of `uvmsim run` sizes what is left for the managed array). LOG gets a header of
-// four uint32 (warps, iters, grid, block), then the uint32 log; 0 = not reached.
+// four uint32 (warps, iters, grid, block), then the uint32 log; 0 = not reached; then one
+// uint32 per warp: the SM it ran on (%smid), to see whether warps progress by SM.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,10 +20,15 @@
 #include <cstring>
 
 __global__ void k_stride_log(float* a, size_t n, unsigned* log, int iters, int readback,
-                             float* out) {
+                             float* out, unsigned* sm) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
   const bool lane0 = (threadIdx.x & 31) == 0;
+  if (lane0) {
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    sm[warp] = id;
+  }
   float s = 0.f;
   int it = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride, ++it) {
@@ -54,12 +60,13 @@ int main(int argc, char** argv) {
   size_t warps = threads / 32, words = warps * iters;
   float *a, *o;
   unsigned* log;
-  if (cudaHostAlloc(&log, words * 4, cudaHostAllocMapped)) return 1;
-  memset(log, 0, words * 4);
+  if (cudaHostAlloc(&log, (words + warps) * 4, cudaHostAllocMapped)) return 1;
+  memset(log, 0, (words + warps) * 4);
   unsigned* dlog;
   if (cudaHostGetDevicePointer(&dlog, log, 0)) return 1;
   if (cudaMalloc(&o, 4) || cudaMallocManaged(&a, n * 4)) return 1;  // o before the balloon
-  k_stride_log<<<grid, blk>>>(a, n, dlog, iters, !strcmp(argv[5], "readback"), o);
+  k_stride_log<<<grid, blk>>>(a, n, dlog, iters, !strcmp(argv[5], "readback"), o,
+                                dlog + words);
   cudaError_t e = cudaDeviceSynchronize();
   if (e) {
     fprintf(stderr, "%s\n", cudaGetErrorString(e));
@@ -67,7 +74,8 @@ int main(int argc, char** argv) {
   }
   FILE* f = fopen(argv[4], "wb");
   uint32_t head[4] = {(uint32_t)warps, (uint32_t)iters, (uint32_t)grid, (uint32_t)blk};
-  if (!f || fwrite(head, 4, 4, f) != 4 || fwrite(log, 4, words, f) != words || fclose(f)) {
+  const size_t all = words + warps;
+  if (!f || fwrite(head, 4, 4, f) != 4 || fwrite(log, 4, all, f) != all || fclose(f)) {
     fprintf(stderr, "cannot write %s\n", argv[4]);
     return 1;
   }

@@ -9,8 +9,13 @@ results/h100/reserve.json) in each mode at each factor, and summarises each warp
 are 16 MiB each): DIR/progress_probe.csv has, per mode, factor and time bin, how many warps are
 running and done, the spread of the iterations the running warps are at (an iteration of this
 fill is one 2 MiB window of the array at grid 2048 x 256), how many distinct windows they are
-in, and the spread inside thread blocks; DIR/progress_probe.json the runs and per-factor
-totals.
+in, the spread inside thread blocks, and how much of the spread is between SMs (the share of
+the variance of the running warps' iterations that SM means explain, that block means
+explain, and the rank correlation of an SM's mean iteration with its number and with its
+rank 20 bins earlier); DIR/progress_sm.csv the mean iteration of each SM's running warps at
+every tenth bin; DIR/progress_blocks.csv each thread block's SM, start, finish, number of
+iterations longer than 100 us and mean iteration at every twentieth bin;
+DIR/progress_probe.json the runs and per-factor totals.
 """
 from __future__ import annotations
 
@@ -38,16 +43,38 @@ def build() -> Path:
     return exe
 
 
-def load(path: Path) -> tuple[np.ndarray, int, int]:
+def load(path: Path) -> tuple[np.ndarray, np.ndarray, int, int]:
     raw = np.fromfile(path, np.uint32)
     warps, iters, grid, block = (int(x) for x in raw[:4])
-    log = raw[4:].reshape(warps, iters).astype(np.int64)
-    return log, grid, block
+    words = warps * iters
+    if raw.size != 4 + words + warps:
+        raise SystemExit(f"{path}: {raw.size} words, expected {4 + words + warps}")
+    log = raw[4:4 + words].reshape(warps, iters).astype(np.int64)
+    return log, raw[4 + words:].astype(np.int64), grid, block
 
 
-def summarise(log: np.ndarray, block: int) -> tuple[list[dict], dict]:
+def share_between(x: np.ndarray, group: np.ndarray) -> float:
+    """The share of x's variance that the means of its groups explain (0: groups do not
+    matter, 1: every member of a group is at its group's mean)."""
+    if x.size < 2 or x.var() == 0:
+        return 0.0
+    _, inv, n = np.unique(group, return_inverse=True, return_counts=True)
+    mean = np.bincount(inv, weights=x) / n
+    return float(((mean[inv] - x.mean()) ** 2).sum() / ((x - x.mean()) ** 2).sum())
+
+
+def rank_corr(a: np.ndarray, b: np.ndarray) -> float | None:
+    if a.size < 3 or a.std() == 0 or b.std() == 0:
+        return None
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def summarise(log: np.ndarray, sm: np.ndarray, block: int
+              ) -> tuple[list[dict], list[dict], list[dict], dict]:
     """Per time bin: the running warps' iterations (a warp at time t is at the first
-    iteration it has not passed yet) and the distinct windows they are in."""
+    iteration it has not passed yet), the distinct windows they are in, and how they group
+    by SM and by thread block."""
     reached = log > 0
     # the log holds %globaltimer >> 10 in 32 bits, which wraps every 73 minutes: times are
     # differences modulo 2^32 from a reached value, then shifted to start at 0
@@ -59,9 +86,18 @@ def summarise(log: np.ndarray, block: int) -> tuple[list[dict], dict]:
     start = np.where(reached[:, 0], rel[:, 0], end + 1)
     finish = np.where(reached.all(axis=1), rel.max(axis=1), end + 1)
     warps, iters = log.shape
+    rows, per_sm = [], []
     wpb = block // 32
-    rows = []
-    for t in np.linspace(0, end, BINS + 1)[1:]:
+    nblk = warps // wpb
+    blocks = [{"block": b, "sm": int(sm[b * wpb]),
+               "start_us": int(start[b * wpb:(b + 1) * wpb].min()),
+               "finish_us": int(finish[b * wpb:(b + 1) * wpb].max())} for b in range(nblk)]
+    long_ = ((np.diff(rel, axis=1) > 100) & reached[:, 1:] & reached[:, :-1]).sum(axis=1)
+    for b, n in enumerate(long_.reshape(nblk, wpb).sum(axis=1)):
+        blocks[b]["long_iterations"] = int(n)
+    nsm = int(sm.max()) + 1
+    history: list[np.ndarray] = []
+    for k, t in enumerate(np.linspace(0, end, BINS + 1)[1:]):
         passed = ((rel >= 0) & (rel <= t)).sum(axis=1)  # iterations passed by time t
         running = (start <= t) & (finish > t)
         at = passed[running]
@@ -76,6 +112,25 @@ def summarise(log: np.ndarray, block: int) -> tuple[list[dict], dict]:
             r = running.reshape(-1, wpb).all(axis=1)
             spread = (b.max(axis=1) - b.min(axis=1))[r]
             row["in_block_spread_p90"] = float(np.percentile(spread, 90)) if spread.size else 0.0
+            row["sm_share"] = round(share_between(at.astype(float), sm[running]), 3)
+            blk = np.arange(warps) // wpb
+            row["block_share"] = round(share_between(at.astype(float), blk[running]), 3)
+            cnt = np.bincount(sm[running], minlength=nsm)
+            mean = np.bincount(sm[running], weights=at, minlength=nsm) / np.maximum(cnt, 1)
+            live = cnt > 0
+            row["sm_rank_vs_smid"] = rank_corr(mean[live], np.arange(nsm)[live])
+            history.append(np.where(live, mean, np.nan))
+            if len(history) > 20:
+                old = history[-21]
+                both = live & ~np.isnan(old)
+                row["sm_rank_vs_20_bins_before"] = rank_corr(mean[both], old[both])
+            if k % 20 == 19:
+                mean_b = passed.reshape(nblk, wpb).mean(axis=1)
+                for b in range(nblk):
+                    blocks[b][f"it_at_{k + 1}"] = round(float(mean_b[b]), 2)
+            if k % 10 == 9:
+                per_sm += [{"t_us": row["t_us"], "sm": int(i), "warps": int(cnt[i]),
+                            "mean_it": round(float(mean[i]), 2)} for i in np.flatnonzero(live)]
         rows.append(row)
     gaps = np.diff(rel, axis=1)
     ok = reached[:, 1:] & reached[:, :-1]
@@ -83,7 +138,7 @@ def summarise(log: np.ndarray, block: int) -> tuple[list[dict], dict]:
            "warps_done": int(reached.all(axis=1).sum()),
            "iteration_us_p50": float(np.median(gaps[ok])) if ok.any() else None,
            "iteration_us_p99": float(np.percentile(gaps[ok], 99)) if ok.any() else None}
-    return rows, tot
+    return rows, per_sm, blocks, tot
 
 
 def main() -> None:
@@ -102,7 +157,7 @@ def main() -> None:
     exe = build()
     reserve = json.loads((HERE / "results" / "h100" / "reserve.json").read_text())["cuda"]
     a.out.mkdir(parents=True, exist_ok=True)
-    table, runs = [], []
+    table, sm_table, block_table, runs = [], [], [], []
     cases = [(m, float(f)) for m in a.modes.split(",") for f in a.factors.split(",")]
     for mode, f in cases:
         logf = Path(f"/tmp/progress_probe_{mode}_f{f:g}.bin")
@@ -113,17 +168,21 @@ def main() -> None:
         info = {"mode": mode, "factor": f, "real_s": r["real_s"], "censored": r["censored"],
                 "exit_status": r["exit_status"], "free_bytes": r["free_bytes"]}
         if logf.exists():
-            log, grid, block = load(logf)
-            rows, tot = summarise(log, block)
+            log, sm, grid, block = load(logf)
+            rows, per_sm, blocks, tot = summarise(log, sm, block)
             info.update(tot)
             table += [dict(mode=mode, factor=f, **x) for x in rows]
+            sm_table += [dict(mode=mode, factor=f, **x) for x in per_sm]
+            block_table += [dict(mode=mode, factor=f, **x) for x in blocks]
         runs.append(info)
         print(json.dumps(info), flush=True)
-    keys = list(dict.fromkeys(k for row in table for k in row))
-    with open(a.out / "progress_probe.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, keys)
-        w.writeheader()
-        w.writerows(table)
+    for name, rows in (("progress_probe.csv", table), ("progress_sm.csv", sm_table),
+                       ("progress_blocks.csv", block_table)):
+        keys = list(dict.fromkeys(k for row in rows for k in row))
+        with open(a.out / name, "w", newline="") as fh:
+            w = csv.DictWriter(fh, keys)
+            w.writeheader()
+            w.writerows(rows)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     (a.out / "progress_probe.json").write_text(json.dumps(
