@@ -209,6 +209,7 @@ def progress_cases(draw):
                 fault_batch_size=draw(st.sampled_from([1, 3, 8, 256])),
                 fault_latency_ns=draw(st.sampled_from([0.0, 500.0, 5000.0])),
                 store_ahead=draw(st.sampled_from([0, 0, 1, 4, 64])),
+                fault_order=draw(st.sampled_from(["arrival", "age"])),
                 evict=draw(st.sampled_from(["lru2m", "lru2m_access"])))
     return kind, kw, opts
 
@@ -285,3 +286,44 @@ def test_store_ahead_refusals():
         run(t, store_ahead=-1)
     with pytest.raises(ConfigError, match="block_progress"):
         uvmsim.simulate(t, store_ahead=4)
+
+
+# ------------------------------------------------------------------ fault_order
+def young_first(sm_count: int, per_sm: int):
+    """Four thread blocks reading a page each, all resident: blocks 2 and 3 fault at time 0,
+    blocks 0 and 1 at 10 ns (during the first service); block 3 has a long run after its
+    fault, the others end soon after theirs."""
+    b = TraceBuilder()
+    x = b.alloc(2 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 4)]
+    b.kernel("k", reads=P, launch=launch(sm_count, per_sm, 4), duration_ns=5000,
+             stream_blocks=[(0, 0, 20), (1, 0, 20), (2, 0, 12), (3, 0, 5000)],
+             stream_rows=[(0, P[0], 10, 1), (1, P[1], 10, 1), (2, P[2], 0, 1),
+                          (3, P[3], 0, 1)])
+    return b.build()
+
+
+def test_fault_order_age_serves_the_blocks_oldest_on_their_sm_first():
+    """Batches of one fault. In arrival order block 3's fault is served second and its long
+    run overlaps the last two services; by age (two SMs: blocks 0 and 1 are first on
+    theirs, 2 and 3 second) it is served last, so the kernel ends later. With one block per
+    SM every block is first on its SM and the orders agree."""
+    t = young_first(2, 2)
+    kw = dict(prefetch="none", fault_batch_size=1)
+    arrival = run(t, **kw)
+    age = run(t, fault_order="age", **kw)
+    assert age.summary["faults"] == arrival.summary["faults"] == 4
+    assert age.summary["fault_batches"] == arrival.summary["fault_batches"] == 4
+    assert age.summary["sim_time_ns"] > arrival.summary["sim_time_ns"]
+    for r, order in ((arrival, "arrival"), (age, "age")):
+        assert_same(r, ref.simulate(t, block_progress=True, fault_order=order, **kw))
+    flat = young_first(4, 1)
+    assert run(flat, fault_order="age", **kw).summary == run(flat, **kw).summary
+
+
+def test_fault_order_refusals():
+    t = three_blocks(1)
+    with pytest.raises(ConfigError, match="fault_order"):
+        run(t, fault_order="lifo")
+    with pytest.raises(ConfigError, match="block_progress"):
+        uvmsim.simulate(t, fault_order="age")

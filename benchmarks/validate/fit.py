@@ -347,10 +347,12 @@ def main() -> int:
                          f"use their reserve (default {DEFAULT_CONTEXT})")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a model constant (model_from_constants keys)")
-    ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off|N",
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=on|off|N|WORD",
                     help="switch a model option (any boolean of uvmsim.config.Model: slices, "
-                         "host_access, thrashing, small_blocks, ...) or set an integer one "
-                         "(store_ahead=N)")
+                         "host_access, thrashing, small_blocks, ...) or set an integer or a "
+                         "choice (store_ahead=N, fault_order=age)")
+    ap.add_argument("--workloads", type=lambda v: v.split(","), default=None,
+                    help="only these workloads' rows (comma-separated)")
     ap.add_argument("--free", type=lambda v: v.split(","), default=list(BOUNDS),
                     help="constants the fit searches (default: all but the bandwidth); "
                          "the others keep the model's values")
@@ -373,8 +375,13 @@ def main() -> int:
     runs = load_runs(a.context)
     if a.card is not None:
         runs = runs[runs["card"] == a.card]
-    options = {k: v == "on" if v in ("on", "off") else int(v)
-               for k, v in (o.split("=", 1) for o in a.option)}
+    if a.workloads is not None:
+        unknown = sorted(set(a.workloads) - set(runs["workload"]))
+        if unknown:
+            raise SystemExit(f"--workloads: no runs of {', '.join(unknown)}")
+        runs = runs[runs["workload"].isin(a.workloads)]
+    options = {k: v == "on" if v in ("on", "off") else int(v) if v.lstrip("-").isdigit()
+               else v for k, v in (o.split("=", 1) for o in a.option)}
     sets = {k: float(v) for k, v in (x.split("=", 1) for x in a.set)}
     model_for = model_maker(a.model, options, sets)
     if a.step == "predict":

@@ -311,6 +311,10 @@ THRASHING_DEFAULTS = {
     "pin_us": 150_000.0, "epoch_us": 1_000_000.0,
 }
 REMOTE_MODES = ("driver", "uvmsmart")
+#: the order in which the progress front-end's driver takes queued faults into a batch
+#: (docs/semantics.md, "Progress", rule 5a): `arrival`, or `age` (the oldest resident thread
+#: blocks of each SM first, as the GPU was measured to serve them: docs/validation.md)
+FAULT_ORDERS = ("arrival", "age")
 # access-counter threshold per mode: the driver's uvm_perf_access_counter_threshold (256,
 # per 2 MiB); UVMSmart's migrate_threshold option default (10, per 64 KiB)
 AC_THRESHOLD_DEFAULTS = {"driver": 256.0, "uvmsmart": 10.0}
@@ -394,6 +398,10 @@ class Model:
         "--store-ahead", "int", "block progress: a thread block passes rows whose missing "
         "pages it only writes, with up to N such faults outstanding (default 0: every fault "
         "stalls its block; docs/semantics.md)", metavar="N"))
+    fault_order: str = field(default="arrival", metadata=setting(
+        "--fault-order", "choice", "block progress: which queued faults a batch takes first: "
+        "arrival (default) or age (the faults of the blocks dispatched earliest on their SM "
+        "first; docs/semantics.md)", choices=FAULT_ORDERS))
     doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
                                                  metadata=no_setting("provenance of values"))
@@ -442,6 +450,12 @@ class Model:
         object.__setattr__(self, "store_ahead", int(sa))
         if self.store_ahead and not self.block_progress:
             raise ConfigError(f"model {self.name!r}: store_ahead is a rule of block_progress; "
+                              "switch that on too")
+        if self.fault_order not in FAULT_ORDERS:
+            raise ConfigError(f"model {self.name!r}: fault_order must be one of "
+                              f"{list(FAULT_ORDERS)}, got {self.fault_order!r}")
+        if self.fault_order != "arrival" and not self.block_progress:
+            raise ConfigError(f"model {self.name!r}: fault_order is a rule of block_progress; "
                               "switch that on too")
         for k in ("access_counter_penalty", "remote_access_ns", "fault_latency_ns"):
             if not float(getattr(self, k)) >= 0.0:

@@ -22,7 +22,7 @@ from . import stream
 from .components.memory import MemoryContext
 from .components.sched import SchedContext
 from .components.walkers import WALKERS, WalkerContext
-from .config import AC_THRESHOLD_DEFAULTS, Model
+from .config import AC_THRESHOLD_DEFAULTS, FAULT_ORDERS, Model
 from .engine.arrays import engine_arrays
 from .engine.build import engine_for
 from .engine.state import (REMOTE_DRIVER, REMOTE_UVMSMART, UNITS, StateSizes, engine_trace,
@@ -75,7 +75,8 @@ def model_options(model: Model) -> dict[str, float]:
          "mechanisms": bool(model.thrashing or model.remote is not None or model.advise),
          "block_progress": model.block_progress,
          "fault_latency_ns": float(model.fault_latency_ns),
-         "store_ahead": int(model.store_ahead)}
+         "store_ahead": int(model.store_ahead),
+         "fault_order": FAULT_ORDERS.index(model.fault_order)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -417,6 +418,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
     if m.block_progress:
         config["fault_latency_ns"] = m.fault_latency_ns
         config["store_ahead"] = m.store_ahead
+        config["fault_order"] = m.fault_order
     if streamed:
         config["stream"] = True
     if plan is not None:

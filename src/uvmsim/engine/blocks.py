@@ -10,6 +10,9 @@ takes:
   max_blocks_per_sm)`; where either is unknown (or max_blocks_per_sm is 0) the most blocks
   the instrumented run had running at once (overlapping [t_start, t_end]); 0 where the
   kernel has no stream (it replays its page set);
+* `fe_sms[k]`: the SMs kernel rank k's blocks are dispatched over, `sm_count` (1 where
+  unknown): a block's age rank on its SM is its index in the kernel // fe_sms[k], the key
+  of fault_order `age`;
 * `fe_bstart`, `fe_rstart`: the blocks of each kernel and the rows of each block (CSR);
 * `fe_bdur`: a block's run (t_end - t_start, at least 1 ns, so a kernel's fault-free
   makespan is never 0); `fe_rt`: each row's time from its block's start;
@@ -105,7 +108,11 @@ def progress_arrays(T, streams, launch) -> dict[str, np.ndarray]:
         rlo[s0:s1] = off + lo
         rhi[s0:s1] = off + hi
         off += r1 - r0
-    return {"fe_slots": slots, "fe_bstart": kbs.astype(np.int64),
+    sms = np.maximum(np.asarray(launch.sm_count, np.int64), 1)
+    if sms.size != n_k:
+        raise ConfigError(f"progress: the launch columns hold {sms.size} kernels, the "
+                          f"trace {n_k}")
+    return {"fe_slots": slots, "fe_sms": sms, "fe_bstart": kbs.astype(np.int64),
             "fe_bdur": np.maximum(streams.blk_t_end - streams.blk_t_start, 1).astype(np.int64),
             "fe_rstart": brs.astype(np.int64), "fe_rt": streams.row_t.astype(np.int64),
             "fe_rlo": rlo, "fe_rhi": rhi,

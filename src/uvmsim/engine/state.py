@@ -191,6 +191,9 @@ FRONTEND = _record([
     # progress: a block may pass rows whose missing pages it only stores to, with up to this
     # many such faults outstanding (0: every fault stalls its block; docs/semantics.md)
     ("store_ahead", np.int64),
+    # progress: the order in which a batch takes queued faults (uvmsim.config.FAULT_ORDERS:
+    # 0 arrival, 1 age: blocks dispatched earlier on their SM first; docs/semantics.md)
+    ("fault_order", np.int64),
 ])
 
 # partial_blocks: b_chunk of a partial block that holds units, and chunk_block of a shared
@@ -273,6 +276,7 @@ _STATE_FIELDS = [
     # the progress front-end (size-1 dummies while off; uvmsim.engine.blocks builds them
     # from the trace's v1.2 streams): by kernel, block and stream row, then its run's state
     "fe_slots",     # int64[n_kernels] resident thread-block slots; 0: no stream (page sets)
+    "fe_sms",       # int64[n_kernels] the SMs the blocks are dispatched over (>= 1)
     "fe_bstart",    # int64[n_kernels+1] the kernel's blocks (CSR), in dispatch (id) order
     "fe_bdur",      # int64[n_blk] a block's run in the instrumented clock, ns (>= 1)
     "fe_rstart",    # int64[n_blk+1] the block's stream rows (CSR), in touch order
@@ -288,6 +292,8 @@ _STATE_FIELDS = [
     "fe_pend",      # uint8[n_pages] PEND_QUEUED / PEND_FLIGHT while a fault on it is pending
     "fe_q_row",     # int64[n_pages] the fault queue (a ring): access row of each fault
     "fe_q_t",       # float64[n_pages]                          and its arrival
+    "fe_q_key",     # int64[n_pages]      and its order key (fault_order age: the block's
+                    #                     dispatch index // fe_sms; arrival: 0)
     "fe_flight",    # int64[batch_size] access rows of the batch in service
     "fe_sbuf",      # int64[max blocks * store_ahead] pages of a block's outstanding stores
     "fe_scnt",      # int64[max blocks] how many of its fe_sbuf slots are held
@@ -485,7 +491,8 @@ def new_state(sizes: StateSizes, b_rank: np.ndarray, hw: np.ndarray, *, translat
     return EngineState(*(fields[f] for f in _STATE_FIELDS))
 
 
-_PROGRESS_INPUTS = {"fe_slots": np.int64, "fe_bstart": np.int64, "fe_bdur": np.int64,
+_PROGRESS_INPUTS = {"fe_slots": np.int64, "fe_sms": np.int64, "fe_bstart": np.int64,
+                    "fe_bdur": np.int64,
                     "fe_rstart": np.int64, "fe_rt": np.int64, "fe_rlo": np.int64,
                     "fe_rhi": np.int64, "fe_acc": np.int64}
 
@@ -496,8 +503,9 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
     its run's state sized by them (and `store_ahead` slots of outstanding stores a block);
     size-1 dummies (no kernel has a stream) while off."""
     if progress is None:
-        one = {f: np.zeros(n_kernels if f == "fe_slots" else 1, t)
+        one = {f: np.zeros(n_kernels if f in ("fe_slots", "fe_sms") else 1, t)
                for f, t in _PROGRESS_INPUTS.items()}
+        one["fe_sms"][:] = 1
         one["fe_bstart"] = np.zeros(n_kernels + 1, np.int64)
         n_b, n_s, n_pg, n_f = 1, 1, 1, 1
     else:
@@ -509,6 +517,7 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
                 fe_refault=np.zeros(n_b, np.int64),
                 fe_heap_t=np.zeros(n_s), fe_heap_b=np.zeros(n_s, np.int64),
                 fe_pend=np.zeros(n_pg, np.uint8), fe_q_row=np.zeros(n_pg, np.int64),
-                fe_q_t=np.zeros(n_pg), fe_flight=np.zeros(n_f, np.int64),
+                fe_q_t=np.zeros(n_pg), fe_q_key=np.zeros(n_pg, np.int64),
+                fe_flight=np.zeros(n_f, np.int64),
                 fe_sbuf=np.zeros(max(1, n_b * store_ahead) if progress else 1, np.int64),
                 fe_scnt=np.zeros(n_b, np.int64))

@@ -5,7 +5,8 @@ them (the engine's engine/parts/frontends/progress.py; docs/semantics.md, "Progr
 A kernel with a stream is its own SimPy run on a clock that starts at 0 with the kernel:
 one process per thread block, holding a slot of a `simpy.Resource(slots)` for its run (the
 resource grants slots in request order, so blocks are dispatched in id order), and one
-driver process that takes the queued faults in arrival order, services them as a batch
+driver process that takes the queued faults in arrival order (with fault_order age: by the
+faulting block's age rank on its SM, then arrival), services them as a batch
 (Driver.service_batch) and wakes the stalled blocks when the service ends. Events at equal
 times go in the engine's order: a service's end, then the blocks by id, then the driver's
 start (their SimPy priorities below). Kernels without a stream replay their page set.
@@ -51,14 +52,15 @@ class _Run:
     """One kernel's run: its clock, slots, fault queue, stalled blocks and driver."""
 
     def __init__(self, k: int, t0: float, b0: int, s: float, lat: float, slots: int,
-                 store_ahead: int) -> None:
+                 store_ahead: int, by_age: bool, sms: int) -> None:
         self.env = simpy.Environment()
         self.slots = simpy.Resource(self.env, capacity=slots)
         self.k, self.t0, self.b0, self.s, self.lat = k, t0, b0, s, lat
         self.store_ahead = store_ahead
+        self.by_age, self.sms = by_age, sms
         self.stores: dict[int, list[int]] = {}  # block -> access rows of outstanding stores
         self.refault: dict[int, int] = {}       # block -> times it faulted without passing
-        self.queue: deque = deque()          # (access row, arrival) of pending faults
+        self.queue: deque = deque()          # (access row, arrival, key) of pending faults
         self.stalled: list = []              # (block, its wake-up event)
         self.work = None                     # the idle driver's wake-up event
         self.flight = False
@@ -103,7 +105,8 @@ class Progress:
             m = max(m, e)
             heapq.heappush(free, e)
         R = _Run(k, t0, b0, dur / m, float(S.frontend[0].fault_latency_ns), slots,
-                 int(S.frontend[0].store_ahead))
+                 int(S.frontend[0].store_ahead), int(S.frontend[0].fault_order) == 1,
+                 int(S.fe_sms[k]))
         env = R.env
         blocks = [env.process(self.block(R, j)) for j in range(n_blk)]
         env.process(self.progress_driver(R))
@@ -115,7 +118,7 @@ class Progress:
                 yield R.flight_done
 
         env.run(until=env.process(kernel()))
-        for a, _ in R.queue:  # not needed any more: every block has run
+        for a, *_ in R.queue:  # not needed any more: every block has run
             S.fe_pend[T.row_page[a]] = PEND_NONE
         return R.last
 
@@ -132,7 +135,7 @@ class Progress:
             R.refault[j] = 0
             stores = R.stores[j] = []  # its outstanding stores (store_ahead, rule 4a)
             while True:
-                missing, queued, loads = self.check_row(R, r, t)
+                missing, queued, loads = self.check_row(R, j, r, t)
                 if missing and R.store_ahead and not loads and \
                         len(stores) + missing <= R.store_ahead:
                     stores += self.pending_rows(r)
@@ -166,9 +169,9 @@ class Progress:
                 yield At(env, t, P_BLOCK + j)
             R.last = max(R.last, t)
 
-    def check_row(self, R: _Run, r: int, t: float) -> tuple[int, int, int]:
-        """Row r's pages: (not usable yet, newly queued as faults, of the not usable ones
-        those the kernel reads or updates)."""
+    def check_row(self, R: _Run, j: int, r: int, t: float) -> tuple[int, int, int]:
+        """Row r of block j: its pages (not usable yet, newly queued as faults, of the not
+        usable ones those the kernel reads or updates)."""
         S, T = self.S, self.T
         missing = queued = loads = 0
         for i in range(int(S.fe_rlo[r]), int(S.fe_rhi[r])):
@@ -184,10 +187,16 @@ class Progress:
             if pe == PEND_NONE:
                 if R.work is not None and not R.work.triggered:
                     R.work.succeed()
-                R.queue.append((a, t))
+                R.queue.append((a, t, self.key(R, j)))
                 queued += 1
                 S.fe_pend[d] = PEND_QUEUED
         return missing, queued, loads
+
+    @staticmethod
+    def key(R: _Run, j: int) -> int:
+        """A fault's order key: with fault_order age, block j's age rank on its SM (blocks
+        go to the SMs in turn), else 0 (arrival order)."""
+        return j // R.sms if R.by_age else 0
 
     def usable(self, d: int) -> bool:
         """Page d is resident and not in a batch being serviced."""
@@ -216,7 +225,7 @@ class Progress:
             if self.usable(d):
                 continue
             if pe == PEND_NONE:
-                R.queue.append((a, t))
+                R.queue.append((a, t, self.key(R, j)))
                 S.fe_pend[d] = PEND_QUEUED
                 again += 1
             keep.append(a)
@@ -242,7 +251,7 @@ class Progress:
 
     def progress_driver(self, R: _Run):
         """The driver: when faults are queued, take up to a batch of them in arrival order
-        (those made resident meanwhile are dropped), service them, wake the stalled blocks
+        or by age (rule 5a; those made resident meanwhile are dropped), service them, wake the stalled blocks
         at the service's end."""
         S, T, env = self.S, self.T, R.env
         while True:
@@ -252,9 +261,11 @@ class Progress:
                 R.work = None
             start = max(env.now, R.queue[0][1] + R.lat)
             yield At(env, start, P_DRIVER)
+            if R.by_age:  # rule 5a: stable, so arrival order within a key
+                R.queue = deque(sorted(R.queue, key=lambda e: e[2]))
             batch = []
             while R.queue and len(batch) < self.batch_size:
-                a, _ = R.queue.popleft()
+                a, *_ = R.queue.popleft()
                 d = int(T.row_page[a])
                 if S.pstate[d] & RES:
                     S.fe_pend[d] = PEND_NONE

@@ -13,7 +13,8 @@
 #   0  a fault batch's service ends: its pages stop being pending; every stalled block
 #      retries its row at that time (a kind-1 event)
 #   1  a running block reaches its next row (or the end of its run), ties by block id
-#   2  the driver starts a service: up to batch_size pending faults in arrival order
+#   2  the driver starts a service: up to batch_size pending faults in arrival order, or
+#      with fault_order age by the faulting block's age rank on its SM, then arrival
 # At equal times kind 0 goes first, then 1, then 2; the reference model
 # (uvmsim/reference/frontends/progress.py) orders its SimPy events the same way.
 
@@ -113,15 +114,63 @@ def dispatch(S, j, b0, t, s, nh):
 
 
 @_jit
-def settle_stores(S, T, j, sa, tt, qh, qn):
+def queue_fault(S, qh, qn, a, d, tt, key):
+    """Access row a (page d) faults at time tt: it joins the fault queue (the ring from qh
+    of qn entries) with its order key. Returns the queue's new length."""
+    q = qh + qn
+    if q >= S.fe_q_row.size:
+        q -= S.fe_q_row.size
+    S.fe_q_row[q] = a
+    S.fe_q_t[q] = tt
+    S.fe_q_key[q] = key
+    S.fe_pend[d] = PEND_QUEUED
+    return qn + 1
+
+
+@_jit
+def order_by_key(S, qh, qn):
+    """Rule 5a (fault_order age): the queue's qn entries from qh in (key, arrival) order,
+    in place; a queue already in order is left as it is."""
+    cap = S.fe_q_row.size
+    keys = np.empty(qn, np.int64)
+    ordered = True
+    for i in range(qn):
+        q = qh + i
+        if q >= cap:
+            q -= cap
+        keys[i] = S.fe_q_key[q]
+        if i and keys[i] < keys[i - 1]:
+            ordered = False
+    if ordered:
+        return
+    o = np.argsort(keys, kind="mergesort")  # stable: arrival order within a key
+    rows = np.empty(qn, np.int64)
+    ts = np.empty(qn)
+    for i in range(qn):
+        q = qh + o[i]
+        if q >= cap:
+            q -= cap
+        rows[i] = S.fe_q_row[q]
+        ts[i] = S.fe_q_t[q]
+    for i in range(qn):
+        q = qh + i
+        if q >= cap:
+            q -= cap
+        S.fe_q_row[q] = rows[i]
+        S.fe_q_t[q] = ts[i]
+        S.fe_q_key[q] = keys[o[i]]
+
+
+@_jit
+def settle_stores(S, T, j, sa, tt, qh, qn, key):
     """At a service's end, block j's outstanding stores (access rows in its sa slots) settle:
     one whose page is usable lands (leaves the slots); one whose fault is still pending
     stays; one whose page was evicted before it landed (fault serviced, page gone) faults
-    again, queued at tt. Returns the queue's new length and how many faulted again."""
+    again, queued at tt with the block's order key. Returns the queue's new length and how
+    many faulted again."""
     base = j * sa
     keep = 0
     again = 0
-    cap = S.fe_q_row.size
     for i in range(S.fe_scnt[j]):
         a = S.fe_sbuf[base + i]
         d = T.row_page[a]
@@ -129,13 +178,7 @@ def settle_stores(S, T, j, sa, tt, qh, qn):
         if pe != PEND_FLIGHT and S.pstate[d] & RES:
             continue
         if pe == PEND_NONE:
-            q = qh + qn
-            if q >= cap:
-                q -= cap
-            S.fe_q_row[q] = a
-            S.fe_q_t[q] = tt
-            qn += 1
-            S.fe_pend[d] = PEND_QUEUED
+            qn = queue_fault(S, qh, qn, a, d, tt, key)
             again += 1
         S.fe_sbuf[base + keep] = a
         keep += 1
@@ -161,6 +204,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
     s = dur / fault_free_makespan(S, b0, n_blk, slots)
     lat = S.frontend[0].fault_latency_ns
     sa = S.frontend[0].store_ahead
+    # fault_order age: a fault's key is its block's age rank on its SM (blocks go to the SMs
+    # in turn, so block j is the (j // sms)-th on its SM); arrival: every key is 0
+    by_age = S.frontend[0].fault_order == 1
+    sms = S.fe_sms[k]
     cap = S.fe_q_row.size
     nh = 0
     for j in range(slots):
@@ -201,7 +248,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             if sa > 0:
                 for j in range(nxt):
                     if S.fe_scnt[j] > 0:
-                        qn, again = settle_stores(S, T, j, sa, tt, qh, qn)
+                        qn, again = settle_stores(S, T, j, sa, tt, qh, qn,
+                                                  j // sms if by_age else 0)
                         if again:
                             S.fe_refault[j] += 1
                             if S.fe_refault[j] > MAX_ROW_FAULTS:
@@ -225,6 +273,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 drv_t = max(tt, S.fe_q_t[qh] + lat)
         elif kind == 2:
             pending = False
+            if by_age and qn > 1:
+                order_by_key(S, qh, qn)
             nb = np.int64(0)  # typed: a literal would specialize service_now on it
             while qn > 0 and nb < batch_size:
                 a = S.fe_q_row[qh]
@@ -288,14 +338,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     if qn == 0 and not flight:
                         pending = True
                         drv_t = max(tt, tt + lat)
-                    q = qh + qn
-                    if q >= cap:
-                        q -= cap
-                    S.fe_q_row[q] = a
-                    S.fe_q_t[q] = tt
-                    qn += 1
+                    qn = queue_fault(S, qh, qn, a, d, tt, j // sms if by_age else 0)
                     queued += 1
-                    S.fe_pend[d] = PEND_QUEUED
             # with store_ahead, a row whose missing pages are all stores passes while the
             # block's outstanding stores fit its sa slots; the stores wait in them
             ahead = False
