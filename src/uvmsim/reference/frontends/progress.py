@@ -187,16 +187,16 @@ class Progress:
             if pe == PEND_NONE:
                 if R.work is not None and not R.work.triggered:
                     R.work.succeed()
-                R.queue.append((a, t, self.key(R, j)))
+                self.queue_fault(R, j, a, d, t)
                 queued += 1
-                S.fe_pend[d] = PEND_QUEUED
         return missing, queued, loads
 
-    @staticmethod
-    def key(R: _Run, j: int) -> int:
-        """A fault's order key: with fault_order age, block j's age rank on its SM (blocks
-        go to the SMs in turn), else 0 (arrival order)."""
-        return j // R.sms if R.by_age else 0
+    def queue_fault(self, R: _Run, j: int, a: int, d: int, t: float) -> None:
+        """Access row a (page d) of block j faults at time t: it joins the queue with its
+        order key (with fault_order age, block j's age rank on its SM, as blocks go to the
+        SMs in turn; else 0, arrival order)."""
+        R.queue.append((a, t, j // R.sms if R.by_age else 0))
+        self.S.fe_pend[d] = PEND_QUEUED
 
     def usable(self, d: int) -> bool:
         """Page d is resident and not in a batch being serviced."""
@@ -225,8 +225,7 @@ class Progress:
             if self.usable(d):
                 continue
             if pe == PEND_NONE:
-                R.queue.append((a, t, self.key(R, j)))
-                S.fe_pend[d] = PEND_QUEUED
+                self.queue_fault(R, j, a, d, t)
                 again += 1
             keep.append(a)
         R.stores[j][:] = keep
