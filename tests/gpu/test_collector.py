@@ -266,10 +266,16 @@ def test_uvm_counters(collector, tmp_path):
 def test_cli_timing_only(collector, tmp_path):
     """`python -m uvmsim.record --pass timing` (the CLI the lead wires as `uvmsim record`)."""
     out = tmp_path / "t.uvmtrace"
+    # the child imports the uvmsim this test imports, installed or not (a bare device
+    # machine runs the tests from the tree without installing it)
+    import os
+    import uvmsim
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(uvmsim.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-m", "uvmsim.record", "-o", str(out), "--pass",
                         "timing", "--lib", str(collector["lib"]), "--",
                         str(collector["prog"]), "exit3"], capture_output=True, text=True,
-                       cwd=REPO, timeout=120)
+                       cwd=REPO, timeout=120, env=env)
     assert r.returncode == 3, r.stderr
     t = _tables(out)
     assert len(t["kernels"]) == 1 and t["kernels"].duration_ns.iloc[0] > 0
