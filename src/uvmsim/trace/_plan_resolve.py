@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._search import lower_bound, upper_bound
 from .format import OP_ALLOC, OP_FREE, OP_PREFETCH
 
 OK = 0
@@ -48,13 +49,7 @@ def kernel_ranks(ids, by_id, kernel_id, order, rank):
     in_order = True
     for i in range(kernel_id.size):
         k = kernel_id[i]
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if ids[mid] < k:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = lower_bound(ids, 0, n, k)
         if lo == n or ids[lo] != k:
             return i, False
         r = by_id[lo]
@@ -62,19 +57,6 @@ def kernel_ranks(ids, by_id, kernel_id, order, rank):
         if i and (r < rank[i - 1] or (r == rank[i - 1] and order[i] < order[i - 1])):
             in_order = False
     return -1, in_order
-
-
-@njit(cache=True)
-def _find_right(a, x):
-    """Position of the first value > x in ascending `a`."""
-    lo, hi = 0, a.size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @njit(cache=True)
@@ -87,13 +69,7 @@ def _block(keys, off, n, key):
     i = off + (key - keys[off])
     if off <= i < off + n and keys[i] == key:
         return i
-    lo, hi = off, off + n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = lower_bound(keys, off, off + n, key)
     return lo if lo < off + n and keys[lo] == key else -1
 
 
@@ -185,7 +161,7 @@ def merge(ev, seg, blk, al, plan, out):
             hi = (page[j] + n_pages[j]) << 12
             # from the last live allocation at or below lo if it reaches past lo, else the
             # first live one above; then along the live ones to hi
-            k = _before(tree, _find_right(sbase, lo))
+            k = _before(tree, upper_bound(sbase, lo))
             q = head
             if k:
                 q = _kth(tree, top, k)

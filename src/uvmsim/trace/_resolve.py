@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from ._search import lower_bound
 from .format import OP_ALLOC, OP_FREE
 
 # Error codes shared with io.py.
@@ -298,14 +299,7 @@ def resolve_rows(rs, tables, batch, drop, out0, out):
     for r in range(b_kid.size):
         kid = np.int64(b_kid[r])
         if kid != prev_kid:
-            # binary search of the kernel id
-            lo, hi = 0, n_k
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if kid_sorted[mid] < kid:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = lower_bound(kid_sorted, 0, n_k, kid)
             if lo == n_k or kid_sorted[lo] != kid:
                 err, err_row, detail = E_UNKNOWN_KERNEL, r, kid
                 break
