@@ -211,6 +211,8 @@ def progress_cases(draw):
                 store_ahead=draw(st.sampled_from([0, 0, 1, 4, 64])),
                 fault_order=draw(st.sampled_from(["arrival", "age"])),
                 evict=draw(st.sampled_from(["lru2m", "lru2m_access"])))
+    if opts["store_ahead"]:
+        opts["sm_store_pool"] = draw(st.sampled_from([0, 1, 4, 16]))
     return kind, kw, opts
 
 
@@ -327,3 +329,46 @@ def test_fault_order_refusals():
         run(t, fault_order="lifo")
     with pytest.raises(ConfigError, match="block_progress"):
         uvmsim.simulate(t, fault_order="age")
+
+
+# ------------------------------------------------------------------ sm_store_pool
+def faulter_and_hitter():
+    """A first kernel writes 8 pages H (they stay resident); then one SM runs two blocks:
+    block 0 stores into 8 fresh pages F, one every 10 ns, and ends; block 1 stores into H,
+    one every 10 ns (it never faults), then computes for 2 ms, longer than the faults take."""
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB, name="x")
+    H = [int(p) for p in b.pages(x, 0, 8)]
+    F = [int(p) for p in b.pages(x, 512, 520)]  # in the second 2 MiB block
+    b.kernel("warm", writes=H, duration_ns=1000)
+    b.kernel("pair", writes=F + H, launch=launch(1, 2, 2), duration_ns=2_000_000,
+             stream_blocks=[(0, 0, 100), (1, 0, 2_000_000)],
+             stream_rows=[(0, p, 10 * i, 2) for i, p in enumerate(F)]
+             + [(1, p, 10 * i, 2) for i, p in enumerate(H)])
+    return b.build()
+
+
+def test_sm_store_pool_holds_back_every_block_on_the_sm():
+    """With a pool of 2 the faulting block's stores keep its SM's pool full, so the block
+    that never faults waits at its second row until they have landed, as on the GPU (a
+    faulting block stalls its SM: docs/validation.md), and its 2 ms of compute come
+    after the faults instead of beside them; with a pool larger than the stores, or none,
+    it runs through."""
+    t = faulter_and_hitter()
+    kw = dict(prefetch="none", store_ahead=8, fault_batch_size=1)
+    free = run(t, **kw)
+    held = run(t, sm_store_pool=2, **kw)
+    assert held.summary["faults"] == free.summary["faults"] == 16
+    assert free.kernels.stall_ns[1] == 0  # the faults fit inside block 1's compute
+    assert held.kernels.stall_ns[1] > 500_000  # block 1 waited for most of them
+    assert run(t, sm_store_pool=9, **kw).summary == free.summary  # never full
+    for r, pool in ((free, 0), (held, 2)):
+        assert_same(r, ref.simulate(t, block_progress=True, sm_store_pool=pool, **kw))
+
+
+def test_sm_store_pool_refusals():
+    t = three_blocks(1)
+    with pytest.raises(ConfigError, match="sm_store_pool"):
+        run(t, store_ahead=4, sm_store_pool=-1)
+    with pytest.raises(ConfigError, match="store_ahead"):
+        run(t, sm_store_pool=4)

@@ -398,6 +398,10 @@ class Model:
         "--store-ahead", "int", "block progress: a thread block passes rows whose missing "
         "pages it only writes, with up to N such faults outstanding (default 0: every fault "
         "stalls its block; docs/semantics.md)", metavar="N"))
+    sm_store_pool: int = field(default=0, metadata=setting(
+        "--sm-store-pool", "int", "block progress with store_ahead: faulting stores an SM "
+        "holds at once for all its blocks; while they fill it no block on the SM passes a "
+        "row (default 0: no limit; docs/semantics.md)", metavar="N"))
     fault_order: str = field(default="arrival", metadata=setting(
         "--fault-order", "choice", "block progress: which queued faults a batch takes first: "
         "arrival (default) or age (the faults of the blocks dispatched earliest on their SM "
@@ -451,6 +455,14 @@ class Model:
         if self.store_ahead and not self.block_progress:
             raise ConfigError(f"model {self.name!r}: store_ahead is a rule of block_progress; "
                               "switch that on too")
+        pool = self.sm_store_pool
+        if isinstance(pool, bool) or not isinstance(pool, (int, np.integer)) or pool < 0:
+            raise ConfigError(f"model {self.name!r}: sm_store_pool must be an integer >= 0, "
+                              f"got {pool!r}")
+        object.__setattr__(self, "sm_store_pool", int(pool))
+        if self.sm_store_pool and not self.store_ahead:
+            raise ConfigError(f"model {self.name!r}: sm_store_pool limits the stores of "
+                              "store_ahead; set that too")
         if self.fault_order not in FAULT_ORDERS:
             raise ConfigError(f"model {self.name!r}: fault_order must be one of "
                               f"{list(FAULT_ORDERS)}, got {self.fault_order!r}")

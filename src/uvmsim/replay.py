@@ -76,7 +76,8 @@ def model_options(model: Model) -> dict[str, float]:
          "block_progress": model.block_progress,
          "fault_latency_ns": float(model.fault_latency_ns),
          "store_ahead": int(model.store_ahead),
-         "fault_order": FAULT_ORDERS.index(model.fault_order)}
+         "fault_order": FAULT_ORDERS.index(model.fault_order),
+         "sm_store_pool": int(model.sm_store_pool)}
     if model.thrashing:
         p = model.thrashing_settings()
         o.update(thrashing=True, thrash_threshold=p["threshold"],
@@ -419,6 +420,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
         config["fault_latency_ns"] = m.fault_latency_ns
         config["store_ahead"] = m.store_ahead
         config["fault_order"] = m.fault_order
+        config["sm_store_pool"] = m.sm_store_pool
     if streamed:
         config["stream"] = True
     if plan is not None:

@@ -194,6 +194,9 @@ FRONTEND = _record([
     # progress: the order in which a batch takes queued faults (uvmsim.config.FAULT_ORDERS:
     # 0 arrival, 1 age: blocks dispatched earlier on their SM first; docs/semantics.md)
     ("fault_order", np.int64),
+    # progress with store_ahead: faulting stores one SM holds for all its blocks; while they
+    # fill it, no block on the SM passes a row (0: no limit; docs/semantics.md rule 4b)
+    ("sm_store_pool", np.int64),
 ])
 
 # partial_blocks: b_chunk of a partial block that holds units, and chunk_block of a shared
@@ -297,6 +300,8 @@ _STATE_FIELDS = [
     "fe_flight",    # int64[batch_size] access rows of the batch in service
     "fe_sbuf",      # int64[max blocks * store_ahead] pages of a block's outstanding stores
     "fe_scnt",      # int64[max blocks] how many of its fe_sbuf slots are held
+    "fe_bsm",       # int64[max blocks] the SM a block runs on (first wave: j % fe_sms)
+    "fe_smout",     # int64[max SMs] outstanding stores of the SM's blocks (sm_store_pool)
     "t_live",       # uint8[n_tenants] 1 while the tenant has events left
     "counts",       # int64[n_kernels+n_out_rows, N_COUNTS]; last rows: outside kernels
     "times",        # float64[n_kernels+n_out_rows, N_TIMES]
@@ -507,12 +512,14 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
                for f, t in _PROGRESS_INPUTS.items()}
         one["fe_sms"][:] = 1
         one["fe_bstart"] = np.zeros(n_kernels + 1, np.int64)
-        n_b, n_s, n_pg, n_f = 1, 1, 1, 1
+        n_b, n_s, n_pg, n_f, n_sm = 1, 1, 1, 1, 1
     else:
         one = {f: np.ascontiguousarray(progress[f], t) for f, t in _PROGRESS_INPUTS.items()}
         n_b = max(1, int(np.diff(one["fe_bstart"]).max(initial=0)))
         n_s = max(1, int(one["fe_slots"].max(initial=0)))
         n_pg, n_f = max(1, n_pages), batch_size
+        # a block's SM is j % fe_sms for the first wave (j < slots), then a freed one's
+        n_sm = max(1, int(np.minimum(one["fe_sms"], one["fe_slots"]).max(initial=1)))
     return dict(one, fe_cur=np.zeros(n_b, np.int64), fe_stalled=np.zeros(n_b, np.int64),
                 fe_refault=np.zeros(n_b, np.int64),
                 fe_heap_t=np.zeros(n_s), fe_heap_b=np.zeros(n_s, np.int64),
@@ -520,4 +527,5 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
                 fe_q_t=np.zeros(n_pg), fe_q_key=np.zeros(n_pg, np.int64),
                 fe_flight=np.zeros(n_f, np.int64),
                 fe_sbuf=np.zeros(max(1, n_b * store_ahead) if progress else 1, np.int64),
-                fe_scnt=np.zeros(n_b, np.int64))
+                fe_scnt=np.zeros(n_b, np.int64), fe_bsm=np.zeros(n_b, np.int64),
+                fe_smout=np.zeros(n_sm, np.int64))

@@ -52,12 +52,16 @@ class _Run:
     """One kernel's run: its clock, slots, fault queue, stalled blocks and driver."""
 
     def __init__(self, k: int, t0: float, b0: int, s: float, lat: float, slots: int,
-                 store_ahead: int, by_age: bool, sms: int) -> None:
+                 store_ahead: int, by_age: bool, sms: int, pool: int) -> None:
         self.env = simpy.Environment()
         self.slots = simpy.Resource(self.env, capacity=slots)
         self.k, self.t0, self.b0, self.s, self.lat = k, t0, b0, s, lat
         self.store_ahead = store_ahead
         self.by_age, self.sms = by_age, sms
+        self.n_slots, self.pool = slots, pool  # sm_store_pool (rule 4b)
+        self.sm: dict[int, int] = {}          # block -> the SM it runs on
+        self.smout = [0] * max(1, min(sms, slots))  # outstanding stores of an SM's blocks
+        self.free_sms: deque = deque()        # SMs of freed slots, in the order freed
         self.stores: dict[int, list[int]] = {}  # block -> access rows of outstanding stores
         self.refault: dict[int, int] = {}       # block -> times it faulted without passing
         self.queue: deque = deque()          # (access row, arrival, key) of pending faults
@@ -106,7 +110,7 @@ class Progress:
             heapq.heappush(free, e)
         R = _Run(k, t0, b0, dur / m, float(S.frontend[0].fault_latency_ns), slots,
                  int(S.frontend[0].store_ahead), int(S.frontend[0].fault_order) == 1,
-                 int(S.fe_sms[k]))
+                 int(S.fe_sms[k]), int(S.frontend[0].sm_store_pool))
         env = R.env
         blocks = [env.process(self.block(R, j)) for j in range(n_blk)]
         env.process(self.progress_driver(R))
@@ -128,6 +132,8 @@ class Progress:
         rt = S.fe_rt
         with R.slots.request() as req:
             yield req
+            # the first wave goes to the SMs in turn; a later block takes the freed slot's
+            sm = R.sm[j] = j % R.sms if j < R.n_slots else R.free_sms.popleft()
             r = int(S.fe_rstart[R.b0 + j])
             e = int(S.fe_rstart[R.b0 + j + 1])
             t = env.now + int(rt[r]) * R.s
@@ -135,10 +141,19 @@ class Progress:
             R.refault[j] = 0
             stores = R.stores[j] = []  # its outstanding stores (store_ahead, rule 4a)
             while True:
+                if R.pool and R.smout[sm] >= R.pool:
+                    # rule 4b: the SM's pool of faulting stores is full: wait for a service end
+                    wake = env.event()
+                    R.stalled.append((j, wake))
+                    t = yield wake
+                    yield At(env, t, P_BLOCK + j)
+                    continue
                 missing, queued, loads = self.check_row(R, j, r, t)
                 if missing and R.store_ahead and not loads and \
-                        len(stores) + missing <= R.store_ahead:
+                        len(stores) + missing <= R.store_ahead and \
+                        (not R.pool or R.smout[sm] + missing <= R.pool):
                     stores += self.pending_rows(r)
+                    R.smout[sm] += missing
                     missing = 0
                 if missing:
                     if queued:
@@ -168,6 +183,7 @@ class Progress:
                 t = yield wake
                 yield At(env, t, P_BLOCK + j)
             R.last = max(R.last, t)
+            R.free_sms.append(sm)
 
     def check_row(self, R: _Run, j: int, r: int, t: float) -> tuple[int, int, int]:
         """Row r of block j: its pages (not usable yet, newly queued as faults, of the not
@@ -219,6 +235,7 @@ class Progress:
         again, queued at t."""
         S, T = self.S, self.T
         keep, again = [], 0
+        held = len(R.stores[j])
         for a in R.stores[j]:
             d = int(T.row_page[a])
             pe = S.fe_pend[d]
@@ -229,6 +246,7 @@ class Progress:
                 again += 1
             keep.append(a)
         R.stores[j][:] = keep
+        R.smout[R.sm[j]] -= held - len(keep)
         if again:
             R.refault[j] += 1
             if R.refault[j] > MAX_ROW_FAULTS:

@@ -208,9 +208,13 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
     # in turn, so block j is the (j // sms)-th on its SM); arrival: every key is 0
     by_age = S.frontend[0].fault_order == 1
     sms = S.fe_sms[k]
+    # sm_store_pool (rule 4b): the outstanding stores of each SM's blocks, S.fe_smout
+    pool = S.frontend[0].sm_store_pool
+    S.fe_smout[:] = 0
     cap = S.fe_q_row.size
     nh = 0
     for j in range(slots):
+        S.fe_bsm[j] = j % sms  # the first wave goes to the SMs in turn
         nh = dispatch(S, j, b0, 0.0, s, nh)
     nxt = slots
     n_done = 0
@@ -248,8 +252,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             if sa > 0:
                 for j in range(nxt):
                     if S.fe_scnt[j] > 0:
+                        held = S.fe_scnt[j]
                         qn, again = settle_stores(S, T, j, sa, tt, qh, qn,
                                                   j // sms if by_age else 0)
+                        S.fe_smout[S.fe_bsm[j]] -= held - S.fe_scnt[j]
                         if again:
                             S.fe_refault[j] += 1
                             if S.fe_refault[j] > MAX_ROW_FAULTS:
@@ -313,8 +319,15 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 if tt > last:
                     last = tt
                 if nxt < n_blk:
+                    S.fe_bsm[nxt] = S.fe_bsm[j]  # the next block takes the freed slot's SM
                     nh = dispatch(S, nxt, b0, tt, s, nh)
                     nxt += 1
+                continue
+            if pool > 0 and S.fe_smout[S.fe_bsm[j]] >= pool:
+                # rule 4b: the SM's pool of faulting stores is full; no block on it passes
+                # a row until a service end frees some (every stalled block retries then)
+                S.fe_stalled[n_st] = j
+                n_st += 1
                 continue
             lo = S.fe_rlo[r]
             hi = S.fe_rhi[r]
@@ -345,8 +358,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             ahead = False
             if missing and sa > 0 and loads == 0:
                 n_out = S.fe_scnt[j]
-                if n_out + missing <= sa:
+                sm = S.fe_bsm[j]
+                if n_out + missing <= sa and (pool == 0 or S.fe_smout[sm] + missing <= pool):
                     ahead = True
+                    S.fe_smout[sm] += missing
                     for i in range(lo, hi):  # the row's missing pages, as counted above
                         a = S.fe_acc[i]
                         d = T.row_page[a]
