@@ -1,0 +1,203 @@
+"""Instructions per replay of two checkouts of uvmsim, counted by valgrind's callgrind.
+
+    git worktree add /tmp/uvmsim-before <commit>
+    taskset -c 0 python benchmarks/instructions_before_after.py --before /tmp/uvmsim-before \
+        --after . --out benchmarks/results/instructions_before_after.md
+
+Why: on a shared VM wall-clock replay times drift by +-30 % from run to run, more than most
+changes worth measuring (benchmarks/before_after.py needs many rounds to see 5 %). The
+number of instructions a replay executes is all but deterministic (two replays of one
+process agree to within 3e-4: allocator and garbage-collector paths), so a before/after
+ratio of counts measures the work done to that precision.
+
+How: for each case and tree, a child process (pinned like the caller; PYTHONPATH = the
+tree's package folder and a per-tree engine cache, as in before_after.py, and checked to
+import that tree's uvmsim) loads the case's trace through the tree's own
+benchmarks/replay_throughput.py (`ensure_trace`, same trace files and simulate() arguments
+as that benchmark's cases). It runs first natively, which compiles or loads the engines, then
+under `valgrind --tool=callgrind --instr-atstart=no`: one uninstrumented warm-up replay, then
+each counted replay between client requests (zero counts, replay, dump), so that import,
+load and warm-up are excluded. The client requests come from a five-line C library compiled
+on the fly with `cc` (valgrind's headers; Python cannot issue them itself). Both trees must
+give identical summaries for every case.
+
+Numba under valgrind sees a different CPU (valgrind's synthetic one), keys its cache on it
+and would recompile every engine (>12 min); NUMBA_CPU_NAME / NUMBA_CPU_FEATURES are set to
+the host's values for every child, so the natively compiled caches are loaded instead.
+
+Caveat: instruction counts do not see cache misses, branch mispredictions, memory bandwidth
+or clock frequency: a change that executes the same instructions with a better memory
+layout shows ratio 1.0 here, and fewer instructions need not mean less time.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CASES = ("training", "fault-heavy-1.5-density", "fault-heavy-1.5-none",
+         "fault-heavy-3-density")
+
+CLIENT_REQUESTS = r"""
+#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
+void cg_zero(void) { CALLGRIND_ZERO_STATS; }
+void cg_dump(const char *what) { CALLGRIND_DUMP_STATS_AT(what); }
+"""
+
+
+def source_dir(tree: Path) -> Path:
+    """The folder holding a tree's uvmsim package (as in before_after.py)."""
+    return tree / "src" if (tree / "src" / "uvmsim").is_dir() else tree
+
+
+def case_args(rt, case: str) -> tuple[str, dict]:
+    """Trace kind and simulate() keywords of a replay_throughput.py case: `training` is its
+    default run (--oversub 1.5 --prefetch density --evict lru2m), `fault-heavy-F-P` its
+    --fault-heavy case at factor F with prefetch P (evict lru2m)."""
+    if case == "training":
+        return "training", dict(oversub=1.5, prefetch="density", evict="lru2m")
+    for oversub, pf in rt.FAULT_HEAVY_CASES:
+        if case == f"fault-heavy-{oversub:g}-{pf}":
+            return "fault-heavy", dict(oversub=oversub, prefetch=pf, evict="lru2m")
+    raise SystemExit(f"unknown case {case}")
+
+
+def child(tree: Path, case: str, replays: int, lib: str | None) -> None:
+    """Runs in the measured process: warm-up replay, then `replays` counted ones (counted
+    only when `lib`, the client-request library, is given, i.e. under callgrind)."""
+    sys.path.insert(0, str(tree / "benchmarks"))
+    import numba
+    import replay_throughput as rt
+    import uvmsim
+    if not Path(uvmsim.__file__).resolve().is_relative_to(tree):
+        raise SystemExit(f"{tree} would measure the uvmsim at {uvmsim.__file__}")
+    kind, kw = case_args(rt, case)
+    tr = uvmsim.load_trace(rt.ensure_trace(kind))
+
+    def replay() -> dict:
+        s = uvmsim.simulate(tr, **kw).summary
+        return {k: v.item() if hasattr(v, "item") else v for k, v in s.items()}
+
+    summary = replay()
+    if lib:
+        cg = ctypes.CDLL(lib)
+        cg.cg_start()
+        for i in range(replays):
+            cg.cg_zero()
+            if replay() != summary:
+                raise SystemExit(f"replay {i} of {case} changed the summary")
+            cg.cg_dump(f"replay{i}".encode())
+    print(json.dumps({"summary": summary, "numba": numba.__version__}, default=str))
+
+
+def run_case(tree: Path, cache: Path, case: str, replays: int, lib: str, work: Path,
+             env: dict) -> tuple[dict, list[int], list[str]]:
+    """Summary, instructions of each counted replay, and the two commands run."""
+    env = dict(env, PYTHONPATH=str(source_dir(tree)), UVMSIM_CACHE_DIR=str(cache))
+    me = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), case,
+          str(replays)]
+    out = work / f"{tree.name}-{case}.cg"
+    vg = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
+          f"--callgrind-out-file={out}"]
+    cmds = [me, vg + me + [lib]]
+    results = []
+    for cmd in cmds:
+        p = subprocess.run(cmd, cwd="/", env=env, capture_output=True, text=True)
+        if p.returncode:
+            raise SystemExit(f"{shlex.join(cmd)} failed:\n{p.stderr[-3000:]}")
+        results.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    if results[0]["summary"] != results[1]["summary"]:
+        raise SystemExit(f"{tree} {case}: summary under valgrind differs from the native one")
+    # one file per dump, numbered in dump order: out.1 .. out.<replays>
+    counts = []
+    for i in range(1, replays + 1):
+        totals = [ln for ln in Path(f"{out}.{i}").read_text().splitlines()
+                  if ln.startswith("totals:")]
+        counts.append(int(totals[0].split()[1]))
+    env_str = " ".join(f"{k}={shlex.quote(env[k])}" for k in
+                       ("PYTHONPATH", "UVMSIM_CACHE_DIR", "NUMBA_CPU_NAME"))
+    return (results[1], counts,
+            [f"{env_str} NUMBA_CPU_FEATURES=... {shlex.join(c)}" for c in cmds])
+
+
+def table(rows: dict, info: dict) -> str:
+    lines = ["| case | before instructions per replay | after | after / before |",
+             "| --- | --- | --- | --- |"]
+    for case, r in rows.items():
+        b, a = (sum(r[k]) / len(r[k]) for k in ("before", "after"))
+        lines.append(f"| {case} | {b / 1e6:,.1f} M | {a / 1e6:,.1f} M | {a / b:.4f} |")
+    lines += ["", "Every counted replay (instructions):", ""]
+    lines += [f"- {case}: before {r['before']}, after {r['after']}" for case, r in rows.items()]
+    lines += ["", "Summaries identical before and after (and native vs. under valgrind) for "
+              "every case above.", "", f"- valgrind: {info['valgrind']}",
+              f"- numba: {info['numba']}", f"- before: {info['before']}",
+              f"- after: {info['after']}", "", "Commands:", "", "```", info["argv"]]
+    lines += info["commands"] + ["```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        tree, case, replays, *lib = sys.argv[2:]
+        child(Path(tree), case, int(replays), lib[0] if lib else None)
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--before", type=Path, required=True)
+    ap.add_argument("--after", type=Path, required=True)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--replays", type=int, default=2, help="counted replays per case and tree")
+    ap.add_argument("--cache-dir", type=Path,
+                    help="keep each tree's engine cache here (default: fresh temporary ones)")
+    ap.add_argument("--out", type=Path,
+                    help="also write the table here after every case, so that a run stopped "
+                         "part-way keeps the cases it finished")
+    a = ap.parse_args()
+    trees = {"before": a.before.resolve(), "after": a.after.resolve()}
+    # both trees replay the same trace files (as in before_after.py)
+    shared = trees["before"] / "benchmarks" / "out"
+    shared.mkdir(parents=True, exist_ok=True)
+    mine = trees["after"] / "benchmarks" / "out"
+    if not mine.exists():
+        mine.symlink_to(shared, target_is_directory=True)
+    from llvmlite import binding as llvm
+    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
+               NUMBA_CPU_FEATURES=llvm.get_host_cpu_features().flatten())
+    work = Path(tempfile.mkdtemp(prefix="uvmsim-instructions-"))
+    (work / "cgreq.c").write_text(CLIENT_REQUESTS)
+    lib = str(work / "libcgreq.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", lib, str(work / "cgreq.c")],
+                   check=True)
+    caches = {k: (a.cache_dir / k if a.cache_dir
+                  else Path(tempfile.mkdtemp(prefix=f"uvmsim-{k}-cache-"))) for k in trees}
+    info = {"valgrind": subprocess.run(["valgrind", "--version"], capture_output=True,
+                                       text=True).stdout.strip(),
+            "argv": shlex.join(["taskset", "-c", str(min(os.sched_getaffinity(0))),
+                                "python", *sys.argv]),
+            "commands": [], **{k: str(t) for k, t in trees.items()}}
+    rows: dict = {}
+    for case in a.cases.split(","):
+        summaries = {}
+        for k in trees:
+            caches[k].mkdir(parents=True, exist_ok=True)
+            res, counts, cmds = run_case(trees[k], caches[k], case, a.replays, lib, work, env)
+            summaries[k] = res["summary"]
+            info["numba"] = res["numba"]
+            info["commands"] += cmds
+            rows.setdefault(case, {})[k] = counts
+            print(f"{case} {k}: {counts}", file=sys.stderr, flush=True)
+        if summaries["before"] != summaries["after"]:
+            raise SystemExit(f"{case}: summaries differ\n{summaries}")
+        if a.out:
+            a.out.write_text(table(rows, info))
+    print(table(rows, info), end="")
+
+
+if __name__ == "__main__":
+    main()
