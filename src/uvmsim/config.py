@@ -447,19 +447,15 @@ class Model:
         if self.block_progress and (self.thrashing or self.remote is not None or self.advise):
             raise ConfigError(f"model {self.name!r}: block_progress cannot be combined "
                               "with thrashing, remote or advise yet (docs/semantics.md, Progress)")
-        sa = self.store_ahead
-        if isinstance(sa, bool) or not isinstance(sa, (int, np.integer)) or sa < 0:
-            raise ConfigError(f"model {self.name!r}: store_ahead must be an integer >= 0, "
-                              f"got {sa!r}")
-        object.__setattr__(self, "store_ahead", int(sa))
+        for k in ("store_ahead", "sm_store_pool"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ConfigError(f"model {self.name!r}: {k} must be an integer >= 0, "
+                                  f"got {v!r}")
+            object.__setattr__(self, k, int(v))
         if self.store_ahead and not self.block_progress:
             raise ConfigError(f"model {self.name!r}: store_ahead is a rule of block_progress; "
                               "switch that on too")
-        pool = self.sm_store_pool
-        if isinstance(pool, bool) or not isinstance(pool, (int, np.integer)) or pool < 0:
-            raise ConfigError(f"model {self.name!r}: sm_store_pool must be an integer >= 0, "
-                              f"got {pool!r}")
-        object.__setattr__(self, "sm_store_pool", int(pool))
         if self.sm_store_pool and not self.store_ahead:
             raise ConfigError(f"model {self.name!r}: sm_store_pool limits the stores of "
                               "store_ahead; set that too")
