@@ -37,6 +37,16 @@ def source_dir(tree: Path) -> Path:
     return tree / "src" if (tree / "src" / "uvmsim").is_dir() else tree
 
 
+def share_traces(before: Path, after: Path) -> None:
+    """Both trees replay the same trace files: the after tree's benchmarks/out becomes a
+    link to the before tree's when it has none."""
+    shared = before / "benchmarks" / "out"
+    shared.mkdir(parents=True, exist_ok=True)
+    mine = after / "benchmarks" / "out"
+    if not mine.exists():
+        mine.symlink_to(shared, target_is_directory=True)
+
+
 def env_of(tree: Path, cache: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(source_dir(tree)), UVMSIM_CACHE_DIR=str(cache))
 
@@ -98,11 +108,7 @@ def main() -> None:
     a = ap.parse_args()
     start = time.monotonic()
     trees = {"before": a.before.resolve(), "after": a.after.resolve()}
-    shared = trees["before"] / "benchmarks" / "out"
-    shared.mkdir(parents=True, exist_ok=True)
-    mine = trees["after"] / "benchmarks" / "out"
-    if not mine.exists():
-        mine.symlink_to(shared, target_is_directory=True)
+    share_traces(trees["before"], trees["after"])
     if a.cache_dir:
         caches = {k: a.cache_dir / k for k in trees}
         for c in caches.values():

@@ -41,6 +41,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from before_after import share_traces, source_dir  # this folder's; each tree's own layout
+
 CASES = ("training", "fault-heavy-1.5-density", "fault-heavy-1.5-none",
          "fault-heavy-3-density")
 
@@ -50,11 +52,6 @@ void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
 void cg_zero(void) { CALLGRIND_ZERO_STATS; }
 void cg_dump(const char *what) { CALLGRIND_DUMP_STATS_AT(what); }
 """
-
-
-def source_dir(tree: Path) -> Path:
-    """The folder holding a tree's uvmsim package (as in before_after.py)."""
-    return tree / "src" if (tree / "src" / "uvmsim").is_dir() else tree
 
 
 def case_args(rt, case: str) -> tuple[str, dict]:
@@ -160,12 +157,7 @@ def main() -> None:
                          "part-way keeps the cases it finished")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": a.after.resolve()}
-    # both trees replay the same trace files (as in before_after.py)
-    shared = trees["before"] / "benchmarks" / "out"
-    shared.mkdir(parents=True, exist_ok=True)
-    mine = trees["after"] / "benchmarks" / "out"
-    if not mine.exists():
-        mine.symlink_to(shared, target_is_directory=True)
+    share_traces(trees["before"], trees["after"])
     from llvmlite import binding as llvm
     env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
                NUMBA_CPU_FEATURES=llvm.get_host_cpu_features().flatten())
