@@ -33,14 +33,21 @@ sys.path.insert(0, str(HERE.parents[1] / "src"))
 BINS = 200
 
 
-def build() -> Path:
-    exe = HERE / "build" / "progress_probe"
+def build(name: str = "progress_probe") -> Path:
+    """Compile HERE/<name>.cu for this machine's GPU into HERE/build/<name>."""
+    exe = HERE / "build" / name
     exe.parent.mkdir(exist_ok=True)
     cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                         capture_output=True, text=True, check=True).stdout.split()[0]
     subprocess.run(["nvcc", "-O2", f"-arch=sm_{cc.replace('.', '')}", "-o", str(exe),
-                    str(HERE / "progress_probe.cu")], check=True)
+                    str(HERE / f"{name}.cu")], check=True)
     return exe
+
+
+def gpu_name() -> str:
+    """The GPU and driver, for the results' provenance."""
+    return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                           "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 
 
 def load(path: Path) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -183,8 +190,7 @@ def main() -> None:
             w = csv.DictWriter(fh, keys)
             w.writeheader()
             w.writerows(rows)
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    gpu = gpu_name()
     (a.out / "progress_probe.json").write_text(json.dumps(
         {"gpu": gpu, "mib": a.mib, "grid": a.grid, "block": a.block, "runs": runs}, indent=1))
 

@@ -13,23 +13,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
+sys.path.insert(0, str(HERE))
+from progress_probe import build, gpu_name  # noqa: E402  (this folder's)
 LAUNCHES = ("fill", "touch", "rest", "ctrl", "again")
-
-
-def build() -> Path:
-    exe = HERE / "build" / "refault_probe"
-    exe.parent.mkdir(exist_ok=True)
-    cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                        capture_output=True, text=True, check=True).stdout.split()[0]
-    subprocess.run(["nvcc", "-O2", f"-arch=sm_{cc.replace('.', '')}", "-o", str(exe),
-                    str(HERE / "refault_probe.cu")], check=True)
-    return exe
 
 
 def main() -> None:
@@ -41,7 +32,7 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=60.0)
     a = ap.parse_args()
     from uvmsim.groundtruth import run
-    exe = build()
+    exe = build("refault_probe")
     reserve = json.loads((HERE / "results" / "h100" / "reserve.json").read_text())["cuda"]
     a.out.mkdir(parents=True, exist_ok=True)
     rows, runs = [], []
@@ -67,8 +58,7 @@ def main() -> None:
         w = csv.DictWriter(fh, keys)
         w.writeheader()
         w.writerows(rows)
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    gpu = gpu_name()
     (a.out / "refault_probe.json").write_text(json.dumps(
         {"gpu": gpu, "mib": a.mib, "k": a.k, "runs": runs}, indent=1))
 
