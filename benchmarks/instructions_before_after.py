@@ -3,6 +3,9 @@
     git worktree add /tmp/uvmsim-before <commit>
     taskset -c 0 python benchmarks/instructions_before_after.py --before /tmp/uvmsim-before \
         --after . --out benchmarks/results/instructions_before_after.md
+    taskset -c 0 python benchmarks/instructions_before_after.py --before /tmp/uvmsim-before \
+        --after . --cases policy --policy-steps 4 --replays 1 \
+        --out benchmarks/results/instructions_before_after_policy.md
 
 Why: on a shared VM wall-clock replay times drift by +-30 % from run to run, more than most
 changes worth measuring (benchmarks/before_after.py needs many rounds to see 5 %). The
@@ -14,12 +17,18 @@ How: for each case and tree, a child process (pinned like the caller; PYTHONPATH
 tree's package folder and a per-tree engine cache, as in before_after.py, and checked to
 import that tree's uvmsim) loads the case's trace through the tree's own
 benchmarks/replay_throughput.py (`ensure_trace`, same trace files and simulate() arguments
-as that benchmark's cases). It runs first natively, which compiles or loads the engines, then
-under `valgrind --tool=callgrind --instr-atstart=no`: one uninstrumented warm-up replay, then
-each counted replay between client requests (zero counts, replay, dump), so that import,
-load and warm-up are excluded. The client requests come from a five-line C library compiled
-on the fly with `cc` (valgrind's headers; Python cannot issue them itself). Both trees must
-give identical summaries for every case.
+as that benchmark's cases). The policy cases (`--cases policy`: all of them) are the pairs
+benchmarks/policy_throughput.py runs, each prefetch policy with lru2m and each eviction
+policy with density (density/lru2m once, as policy-prefetch-density), on the tree's own
+synth training(layers=8, steps=N, seed=1) at oversub 1.25; the policy lists are each tree's
+uvmsim.policies, and a policy only one tree has is reported, not counted. N
+(`--policy-steps`) sets the trace length only: a smaller one keeps callgrind's time down
+and moves the after/before ratios little. The child runs first natively, which compiles or
+loads the engines, then under `valgrind --tool=callgrind --instr-atstart=no`: one
+uninstrumented warm-up replay, then each counted replay between client requests (zero
+counts, replay, dump), so that import, load and warm-up are excluded. The client requests
+come from a five-line C library compiled on the fly with `cc` (valgrind's headers; Python
+cannot issue them itself). Both trees must give identical summaries for every case.
 
 Numba under valgrind sees a different CPU (valgrind's synthetic one), keys its cache on it
 and would recompile every engine (>12 min); NUMBA_CPU_NAME / NUMBA_CPU_FEATURES are set to
@@ -45,6 +54,7 @@ from before_after import share_traces, source_dir  # this folder's; each tree's 
 
 CASES = ("training", "fault-heavy-1.5-density", "fault-heavy-1.5-none",
          "fault-heavy-3-density")
+POLICY_OVERSUB = 1.25  # policy_throughput.py's default --oversub
 
 CLIENT_REQUESTS = r"""
 #include <valgrind/callgrind.h>
@@ -54,29 +64,54 @@ void cg_dump(const char *what) { CALLGRIND_DUMP_STATS_AT(what); }
 """
 
 
-def case_args(rt, case: str) -> tuple[str, dict]:
-    """Trace kind and simulate() keywords of a replay_throughput.py case: `training` is its
+def policy_pairs(policies) -> dict[str, tuple[str, str]]:
+    """Case name -> (prefetch, evict) of every pair policy_throughput.py runs, from a tree's
+    uvmsim.policies (its evict-lru2m row is density/lru2m again: counted once)."""
+    pairs = {f"policy-prefetch-{p}": (p, "lru2m") for p in policies.PREFETCH}
+    pairs.update((f"policy-evict-{e}", ("density", e)) for e in policies.EVICT
+                 if e != "lru2m")
+    return pairs
+
+
+def case_args(rt, case: str, steps: int) -> tuple[object, dict]:
+    """Trace and simulate() keywords of a case. replay_throughput.py's: `training` is its
     default run (--oversub 1.5 --prefetch density --evict lru2m), `fault-heavy-F-P` its
-    --fault-heavy case at factor F with prefetch P (evict lru2m)."""
+    --fault-heavy case at factor F with prefetch P (evict lru2m); policy_throughput.py's:
+    `policy-prefetch-P` / `policy-evict-E` on synth training(layers=8, steps=`steps`)."""
+    import uvmsim
+    if case.startswith("policy-"):
+        from uvmsim import policies
+        from uvmsim.trace import synth
+        if case not in policy_pairs(policies):
+            raise SystemExit(f"unknown case {case}")
+        pf, ev = policy_pairs(policies)[case]
+        return (synth.make("training", layers=8, steps=steps, seed=1),
+                dict(oversub=POLICY_OVERSUB, prefetch=pf, evict=ev))
     if case == "training":
-        return "training", dict(oversub=1.5, prefetch="density", evict="lru2m")
+        return (uvmsim.load_trace(rt.ensure_trace("training")),
+                dict(oversub=1.5, prefetch="density", evict="lru2m"))
     for oversub, pf in rt.FAULT_HEAVY_CASES:
         if case == f"fault-heavy-{oversub:g}-{pf}":
-            return "fault-heavy", dict(oversub=oversub, prefetch=pf, evict="lru2m")
+            return (uvmsim.load_trace(rt.ensure_trace("fault-heavy")),
+                    dict(oversub=oversub, prefetch=pf, evict="lru2m"))
     raise SystemExit(f"unknown case {case}")
 
 
-def child(tree: Path, case: str, replays: int, lib: str | None) -> None:
+def child(tree: Path, case: str, replays: int, steps: int, lib: str | None) -> None:
     """Runs in the measured process: warm-up replay, then `replays` counted ones (counted
-    only when `lib`, the client-request library, is given, i.e. under callgrind)."""
+    only when `lib`, the client-request library, is given, i.e. under callgrind). Case
+    `list` prints the tree's policy cases instead."""
     sys.path.insert(0, str(tree / "benchmarks"))
     import numba
     import replay_throughput as rt
     import uvmsim
     if not Path(uvmsim.__file__).resolve().is_relative_to(tree):
         raise SystemExit(f"{tree} would measure the uvmsim at {uvmsim.__file__}")
-    kind, kw = case_args(rt, case)
-    tr = uvmsim.load_trace(rt.ensure_trace(kind))
+    if case == "list":
+        from uvmsim import policies
+        print(json.dumps(list(policy_pairs(policies))))
+        return
+    tr, kw = case_args(rt, case, steps)
 
     def replay() -> dict:
         s = uvmsim.simulate(tr, **kw).summary
@@ -94,12 +129,24 @@ def child(tree: Path, case: str, replays: int, lib: str | None) -> None:
     print(json.dumps({"summary": summary, "numba": numba.__version__}, default=str))
 
 
-def run_case(tree: Path, cache: Path, case: str, replays: int, lib: str, work: Path,
-             env: dict) -> tuple[dict, list[int], list[str]]:
+def tree_env(tree: Path, cache: Path, env: dict) -> dict:
+    return dict(env, PYTHONPATH=str(source_dir(tree)), UVMSIM_CACHE_DIR=str(cache))
+
+
+def policy_cases(tree: Path, cache: Path, env: dict) -> list[str]:
+    """The policy cases of a tree (from its own uvmsim.policies)."""
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(tree),
+                        "list", "0", "0"], cwd="/", env=tree_env(tree, cache, env),
+                       capture_output=True, text=True, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def run_case(tree: Path, cache: Path, case: str, replays: int, steps: int, lib: str,
+             work: Path, env: dict) -> tuple[dict, list[int], list[str]]:
     """Summary, instructions of each counted replay, and the two commands run."""
-    env = dict(env, PYTHONPATH=str(source_dir(tree)), UVMSIM_CACHE_DIR=str(cache))
+    env = tree_env(tree, cache, env)
     me = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), case,
-          str(replays)]
+          str(replays), str(steps)]
     out = work / f"{tree.name}-{case}.cg"
     vg = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
           f"--callgrind-out-file={out}"]
@@ -127,13 +174,24 @@ def run_case(tree: Path, cache: Path, case: str, replays: int, lib: str, work: P
 def table(rows: dict, info: dict) -> str:
     lines = ["| case | before instructions per replay | after | after / before |",
              "| --- | --- | --- | --- |"]
+    counted = {case: r for case, r in rows.items() if "only" not in r}
     for case, r in rows.items():
+        if case not in counted:
+            lines.append(f"| {case} | | | only the {r['only']} tree has it: not counted |")
+            continue
         b, a = (sum(r[k]) / len(r[k]) for k in ("before", "after"))
         lines.append(f"| {case} | {b / 1e6:,.1f} M | {a / 1e6:,.1f} M | {a / b:.4f} |")
     lines += ["", "Every counted replay (instructions):", ""]
-    lines += [f"- {case}: before {r['before']}, after {r['after']}" for case, r in rows.items()]
+    lines += [f"- {case}: before {r['before']}, after {r['after']}"
+              for case, r in counted.items()]
     lines += ["", "Summaries identical before and after (and native vs. under valgrind) for "
-              "every case above.", "", f"- valgrind: {info['valgrind']}",
+              "every counted case above."]
+    if any(case.startswith("policy-") for case in rows):
+        lines += ["", f"Policy cases: synth training(layers=8, steps={info['steps']}, seed=1) "
+                  f"at oversub {POLICY_OVERSUB:g}, as benchmarks/policy_throughput.py "
+                  "(which runs steps=24 by default); the number of steps sets the trace "
+                  "length only and moves the after/before ratios little."]
+    lines += ["", f"- valgrind: {info['valgrind']}",
               f"- numba: {info['numba']}", f"- before: {info['before']}",
               f"- after: {info['after']}", "", "Commands:", "", "```", info["argv"]]
     lines += info["commands"] + ["```"]
@@ -142,14 +200,19 @@ def table(rows: dict, info: dict) -> str:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        tree, case, replays, *lib = sys.argv[2:]
-        child(Path(tree), case, int(replays), lib[0] if lib else None)
+        tree, case, replays, steps, *lib = sys.argv[2:]
+        child(Path(tree), case, int(replays), int(steps), lib[0] if lib else None)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", type=Path, required=True)
     ap.add_argument("--after", type=Path, required=True)
-    ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--replays", type=int, default=2, help="counted replays per case and tree")
+    ap.add_argument("--cases", default=",".join(CASES),
+                    help="comma-separated; `policy` stands for every policy case of the trees")
+    ap.add_argument("--replays", type=int, default=2,
+                    help="counted replays per case and tree (1 is enough: two agree to ~3e-4)")
+    ap.add_argument("--policy-steps", type=int, default=24,
+                    help="training steps of the policy cases' trace (policy_throughput.py's "
+                         "--steps; fewer keep callgrind's time down)")
     ap.add_argument("--cache-dir", type=Path,
                     help="keep each tree's engine cache here (default: fresh temporary ones)")
     ap.add_argument("--out", type=Path,
@@ -172,13 +235,23 @@ def main() -> None:
                                        text=True).stdout.strip(),
             "argv": shlex.join(["taskset", "-c", str(min(os.sched_getaffinity(0))),
                                 "python", *sys.argv]),
-            "commands": [], **{k: str(t) for k, t in trees.items()}}
-    rows: dict = {}
+            "commands": [], "steps": a.policy_steps, **{k: str(t) for k, t in trees.items()}}
+    for c in caches.values():
+        c.mkdir(parents=True, exist_ok=True)
+    have = {k: policy_cases(trees[k], caches[k], env) for k in trees}
+    cases = []
     for case in a.cases.split(","):
+        cases += dict.fromkeys(have["before"] + have["after"]) if case == "policy" else [case]
+    rows: dict = {}
+    for case in dict.fromkeys(cases):
+        if case.startswith("policy-") and (case in have["before"]) != (case in have["after"]):
+            rows[case] = {"only": "before" if case in have["before"] else "after"}
+            print(f"{case}: only in the {rows[case]['only']} tree", file=sys.stderr)
+            continue
         summaries = {}
         for k in trees:
-            caches[k].mkdir(parents=True, exist_ok=True)
-            res, counts, cmds = run_case(trees[k], caches[k], case, a.replays, lib, work, env)
+            res, counts, cmds = run_case(trees[k], caches[k], case, a.replays, a.policy_steps,
+                                         lib, work, env)
             summaries[k] = res["summary"]
             info["numba"] = res["numba"]
             info["commands"] += cmds
