@@ -142,6 +142,10 @@ def test_policies_and_hardware_lists():
     assert {"h100-pcie5", "a100-pcie4"} <= set(hw)
     for h in hw.values():
         assert set(h["sources"]) >= {"batch_ns", "fault_ns", "bw_peak_gbps"}
+        assert h["zero_batch_ns"] is None  # no preset sets it: every batch costs batch_ns
+    # the text listing names an unset zero_batch_ns by what it falls back to
+    p = cli("hardware", check=True)
+    assert any(ln.split()[:2] == ["zero_batch_ns", "batch_ns"] for ln in p.stdout.splitlines())
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def test_search_recovers_constants_of_a_linear_time_model():
                    * rng.integers(0, 2, (n, len(fit.LINEAR))))
     true = {"batch_ns": 50_000.0, "fault_ns": 300.0, "transfer_latency_ns": 2_000.0,
             "inv_bw": 1 / 50.0, "evict_ns": 20_000.0, "zero_fill_ns": 100.0,
-            "host_fault_ns": 5_000.0, "migrate_page_ns": 250.0}
+            "host_fault_ns": 5_000.0, "migrate_page_ns": 250.0, "zero_batch_ns": 30_000.0}
     theta = np.array([true[k] for k in fit.LINEAR])
     real = comp[:, 0] + comp[:, 1:] @ theta
     base = np.repeat(np.arange(0, n, 4), 4)                  # every 4th run is a factor-1 run

@@ -187,12 +187,12 @@ def fmt(e: dict) -> str:
 # 1 / bw). The fit replays each run once per constant with that constant at 1 and the others
 # at 0, then searches the constants on those components: no replay per trial.
 LINEAR = ("batch_ns", "fault_ns", "transfer_latency_ns", "inv_bw", "evict_ns",
-          "zero_fill_ns", "host_fault_ns", "migrate_page_ns")
+          "zero_fill_ns", "host_fault_ns", "migrate_page_ns", "zero_batch_ns")
 # the link bandwidth was measured directly (3.7 % rms over 94,000 migrations,
 # docs/calibration.md) and stays fixed; the others are searched inside physical bounds
 BOUNDS = {"batch_ns": (1e3, 1e6), "fault_ns": (1.0, 1e4), "transfer_latency_ns": (1e2, 1e5),
           "evict_ns": (1.0, 1e6), "zero_fill_ns": (1.0, 1e3), "host_fault_ns": (1.0, 1e5),
-          "migrate_page_ns": (1.0, 1e4)}
+          "migrate_page_ns": (1.0, 1e4), "zero_batch_ns": (1e2, 1e6)}
 HUGE_BW = 1e12
 
 
@@ -305,7 +305,9 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
     start = {"batch_ns": hw.batch_ns, "fault_ns": hw.fault_ns,
              "transfer_latency_ns": hw.transfer_latency_ns, "inv_bw": 1 / hw.bw_peak_gbps,
              "evict_ns": hw.evict_ns, "zero_fill_ns": hw.zero_fill_ns,
-             "host_fault_ns": hw.host_fault_ns, "migrate_page_ns": hw.migrate_page_ns}
+             "host_fault_ns": hw.host_fault_ns, "migrate_page_ns": hw.migrate_page_ns,
+             # unset: the batches that migrate nothing cost batch_ns, as before
+             "zero_batch_ns": hw.batch_ns if hw.zero_batch_ns is None else hw.zero_batch_ns}
     floor = {"evict_ns": 1e3, "zero_fill_ns": 10.0, "host_fault_ns": 1e3,
              "migrate_page_ns": 10.0}
     start.update({k: max(start[k], floor[k]) for k in floor if k in a.free})
@@ -319,7 +321,7 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
             # a constant whose component is nil on every fit run is not identified by this
             # split: it stays at the model's value
             if k in a.free and not np.any(comp[:, 1 + j] > 1e-12):
-                theta[k] = getattr(hw, k)
+                theta[k] = start[k] if k == "zero_batch_ns" else getattr(hw, k)
         v = comp_loss(np.array([theta[k] for k in LINEAR]), comp, real, cen, base_idx)
         print(f"{card} fault_batch_size {batch}: loss {v:.3f} "
               f"{fitted_constants(theta, batch, a.free)} ({time.time() - t:.0f} s)", flush=True)

@@ -543,8 +543,9 @@ def cmd_hardware(a: argparse.Namespace) -> int:
         src = d.pop("sources")
         print(n)
         for k, v in d.items():
-            if k != "name":
-                print(f"  {k:<20} {v:<12g} {src.get(k, '')}")
+            if k != "name":  # an unset zero_batch_ns is batch_ns (config.Hardware)
+                val = "batch_ns" if v is None else f"{v:g}"
+                print(f"  {k:<20} {val:<12} {src.get(k, '')}")
     return 0
 
 

@@ -59,6 +59,11 @@ class Hardware:
     # per page a fault (demand or prefetch) migrates from the host, on top of its copy: the
     # driver's per-page work there (unmapping the CPU's copy, docs/model.md "The time base")
     migrate_page_ns: float = 0.0
+    # fixed cost of a fault batch that migrates no page from the host (its faults are
+    # zero-fills or pages already on the GPU); None: batch_ns. A first touch's services cost
+    # a fraction of a migrating batch's (docs/validation.md, "How many services a first
+    # touch takes")
+    zero_batch_ns: float | None = None
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -67,14 +72,23 @@ class Hardware:
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and v >= 0):
                 raise ConfigError(f"hardware {self.name!r}: {k} must be a number >= 0, got {v!r}")
+        z = self.zero_batch_ns
+        if z is not None and not (isinstance(z, (int, float)) and not isinstance(z, bool)
+                                  and z >= 0):
+            raise ConfigError(f"hardware {self.name!r}: zero_batch_ns must be None or a number "
+                              f">= 0, got {z!r}")
         for k in ("bw_peak_gbps", "bw_b"):
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and v > 0):
                 raise ConfigError(f"hardware {self.name!r}: {k} must be a number > 0, got {v!r}")
 
     def record(self) -> np.ndarray:
-        """The engine's HARDWARE record of these constants (same field names)."""
-        return record(HARDWARE, **{n: float(getattr(self, n)) for n in HARDWARE.names})
+        """The engine's HARDWARE record of these constants (same field names; zero_batch_ns
+        is batch_ns where None)."""
+        v = {n: getattr(self, n) for n in HARDWARE.names}
+        if v["zero_batch_ns"] is None:
+            v["zero_batch_ns"] = self.batch_ns
+        return record(HARDWARE, **{n: float(x) for n, x in v.items()})
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -622,7 +636,8 @@ def model_from_constants(constants: dict, *, base: "str | Model" = "h200",
     """The fitting hook: `base` with the given constants set, each one's source `source`.
 
     Keys are Hardware time constants (batch_ns, fault_ns, transfer_latency_ns, bw_peak_gbps,
-    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns, migrate_page_ns),
+    bw_b, zero_fill_ns, evict_ns, dtoh_bw_gbps, host_fault_ns, migrate_page_ns,
+    zero_batch_ns),
     `fault_batch_size`, or thrashing parameters (THRASHING_DEFAULTS; they do not switch
     thrashing on). A fit writes
     its result as e.g. `MODELS["h200"] = model_from_constants(fit)`.

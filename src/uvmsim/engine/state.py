@@ -93,10 +93,11 @@ def record(dtype: np.dtype, **values) -> np.ndarray:
 # of uvmsim.config.Hardware. evict_ns: fixed cost per evicted chunk; dtoh_bw_gbps: peak of the
 # device-to-host bandwidth curve (0: the host-to-device curve); host_fault_ns: CPU fault cost
 # per page a host access moves or populates; migrate_page_ns: the driver's work per page a
-# fault (demand or prefetch) migrates from the host, on top of its copy
+# fault (demand or prefetch) migrates from the host, on top of its copy; zero_batch_ns: the
+# fixed cost of a batch that migrates no page from the host (batch_ns unless set)
 HARDWARE = _record([(n, np.float64) for n in (
     "batch_ns", "fault_ns", "transfer_latency_ns", "bw_peak_gbps", "bw_b", "zero_fill_ns",
-    "evict_ns", "dtoh_bw_gbps", "host_fault_ns", "migrate_page_ns")])
+    "evict_ns", "dtoh_bw_gbps", "host_fault_ns", "migrate_page_ns", "zero_batch_ns")])
 
 # ---- memory: the chunk pool (S.pool[0])
 POOL = _record([

@@ -10,7 +10,7 @@ import numpy as np
 from ..engine.bits import from_positions, to_positions
 from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
                             CAUSE_API, CAUSE_DEMAND, CAUSE_MEMCPY, CAUSE_MEMSET,
-                            CAUSE_PREFETCH, C_BATCHES, DUP, INB, POP, REMOTE_DRIVER,
+                            CAUSE_PREFETCH, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH, DUP, INB, POP, REMOTE_DRIVER,
                             REMOTE_UVMSMART, T_DRV_WAIT, T_STALL, T_TRANSFER)
 from ..trace.format import (ARG_GPU, FLAGS_WRITE, OP_HOST_ACCESS, OP_HTOD, OP_MEMSET,
                             OP_PREFETCH)
@@ -42,13 +42,25 @@ class Driver:
             yield req
             start = env.now
             S.driver[0].step_ns = 0.0
+            host0 = self.host_bytes_in(k)
             self.service_batch(nb, k, tick)
-            cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+            cost = self.batch_cost(k, nb, host0)
             S.times[k, T_TRANSFER] += S.driver[0].step_ns
             S.times[k, T_DRV_WAIT] += start - t
             S.driver[0].free_at = start + cost
             yield env.timeout(cost)
         return (start - t) + cost
+
+    def host_bytes_in(self, k: int) -> int:
+        """Bytes row k's faults have migrated from the host so far (demand and prefetch)."""
+        return int(self.S.counts[k, C_HTOD_DEMAND] + self.S.counts[k, C_HTOD_PREFETCH])
+
+    def batch_cost(self, k: int, nb: int, host0: int) -> float:
+        """A serviced batch's cost: zero_batch_ns if it migrated no page from the host,
+        else batch_ns; plus fault_ns per fault and its transfers."""
+        hw = self.S.hw[0]
+        fixed = hw.zero_batch_ns if self.host_bytes_in(k) == host0 else hw.batch_ns
+        return fixed + hw.fault_ns * nb + self.S.driver[0].step_ns
 
     def service_batch(self, nb: int, out_row: int, tick: int) -> None:
         """The driver services the fault buffer: blocks in order, prefetch, make resident."""

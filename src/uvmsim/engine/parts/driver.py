@@ -34,12 +34,28 @@ def add_fault(S, T, k, r, d, ps, nb):
 
 
 @_jit
+def host_bytes_in(S, k):
+    """Bytes row k's faults have migrated from the host so far (demand and prefetch)."""
+    return S.counts[k, C_HTOD_DEMAND] + S.counts[k, C_HTOD_PREFETCH]
+
+
+@_jit
+def batch_cost(S, k, nb, host0):
+    """A serviced batch's cost: zero_batch_ns if it migrated no page from the host (row k's
+    host bytes still host0), else batch_ns; plus fault_ns per fault and its transfers
+    (docs/semantics.md, "Time")."""
+    fixed = S.hw[0].zero_batch_ns if host_bytes_in(S, k) == host0 else S.hw[0].batch_ns
+    return fixed + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+
+
+@_jit
 def service_now(pst, est, S, T, nb, k, tick):
     """Service kernel k's open fault batch (unclocked); returns the stall it adds."""
     S.driver[0].step_ns = 0.0
+    host0 = host_bytes_in(S, k)
     service_batch(pst, est, S, T, nb, k, tick)
     S.times[k, T_TRANSFER] += S.driver[0].step_ns
-    return S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+    return batch_cost(S, k, nb, host0)
 
 
 @_jit
@@ -47,8 +63,9 @@ def service_clocked(pst, est, S, T, nb, k, tick, t):
     """service_batch once the (shared) driver is free; returns the stall it adds."""
     start = max(t, S.driver[0].free_at)
     S.driver[0].step_ns = 0.0
+    host0 = host_bytes_in(S, k)
     service_batch(pst, est, S, T, nb, k, tick)
-    cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+    cost = batch_cost(S, k, nb, host0)
     S.times[k, T_TRANSFER] += S.driver[0].step_ns
     S.times[k, T_DRV_WAIT] += start - t
     S.driver[0].free_at = start + cost

@@ -298,8 +298,9 @@ class Progress:
                 continue
             nb = len(batch)
             S.driver[0].step_ns = 0.0
+            host0 = self.host_bytes_in(R.k)
             self.service_batch(nb, R.k, R.tick)
-            cost = S.hw[0].batch_ns + S.hw[0].fault_ns * nb + S.driver[0].step_ns
+            cost = self.batch_cost(R.k, nb, host0)
             S.times[R.k, T_TRANSFER] += S.driver[0].step_ns
             end = start + cost
             R.flight = True
