@@ -38,6 +38,13 @@ def test_search_recovers_constants_of_a_linear_time_model():
                          np.zeros(n, bool), base) < 0.5
 
 
+def test_fit_refuses_options_whose_counts_depend_on_time():
+    from uvmsim.config import get_model
+    for opt in ("block_progress", "thrashing"):
+        with pytest.raises(SystemExit, match=opt):
+            fit.fit_card("h100", pd.DataFrame(), get_model("h100", **{opt: True}), None)
+
+
 def test_censored_runs_count_only_when_predicted_below_their_bound():
     comp = np.array([[1.0, 0, 0, 0, 0, 0, 0, 0], [1.0, 1, 0, 0, 0, 0, 0, 0]])
     real = np.array([1.0, 10.0])

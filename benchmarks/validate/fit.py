@@ -291,6 +291,13 @@ def model_maker(name: str, options: dict[str, bool], sets: dict[str, float]):
 
 def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
     """The constants `--free` of one card's model, fitted on its fit-split runs."""
+    timed = [o for o in ("block_progress", "thrashing") if getattr(base_model, o)]
+    if timed:
+        # the components assume counts that do not depend on the constants; with these
+        # options a batch's cost moves the blocks' or the pins' timing, and so the counts
+        raise SystemExit(f"fit: the time layer is not linear with {', '.join(timed)} on (its "
+                         "counts depend on time); compare constants with `predict --set` "
+                         "instead")
     fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
     if fitruns.empty:
         raise SystemExit(f"no fit-split run on card {card!r}")
