@@ -10,8 +10,9 @@ import numpy as np
 from ..engine.bits import from_positions, to_positions
 from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_READ_MOSTLY,
                             CAUSE_API, CAUSE_DEMAND, CAUSE_MEMCPY, CAUSE_MEMSET,
-                            CAUSE_PREFETCH, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH, DUP, INB, POP, REMOTE_DRIVER,
-                            REMOTE_UVMSMART, T_DRV_WAIT, T_STALL, T_TRANSFER)
+                            CAUSE_PREFETCH, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH, DUP,
+                            INB, POP, REMOTE_DRIVER, REMOTE_UVMSMART, T_DRV_WAIT, T_STALL,
+                            T_TRANSFER)
 from ..trace.format import (ARG_GPU, FLAGS_WRITE, OP_HOST_ACCESS, OP_HTOD, OP_MEMSET,
                             OP_PREFETCH)
 
