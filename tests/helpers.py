@@ -1,13 +1,16 @@
 """Small helpers shared by the tests."""
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 from pathlib import Path
 
+import numpy as np
 from hypothesis import settings
 
 import uvmsim
+import uvmsim.reference as ref
 from uvmsim.trace.builder import TraceBuilder
 
 MiB = 1 << 20
@@ -17,6 +20,18 @@ PAGE = 4096
 def run(b: TraceBuilder, **kw):
     """Build the trace and replay it; returns the Result."""
     return uvmsim.simulate(b.build(), **kw)
+
+
+def both(trace, **kw):
+    """The engine's Result, checked equal to the reference model's counts and times (the
+    summary, the extra counts and every kernel's sim_ns)."""
+    a = uvmsim.simulate(trace, **kw)
+    b = ref.simulate(trace, **kw)
+    for k, v in {**a.summary, **a.extra}.items():
+        w = b.summary[k] if k in b.summary else b.extra[k]
+        assert math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-6), (k, v, w)
+    assert np.allclose(a.kernels["sim_ns"], b.kernels["sim_ns"], rtol=1e-9)
+    return a
 
 
 def window_pages(b: TraceBuilder, a: int, block: int, positions) -> list[int]:

@@ -9,25 +9,14 @@ import numpy as np
 import pytest
 
 import uvmsim
-import uvmsim.reference as ref
 from uvmsim.config import (CONTRACT, FITTED, H200, H200_PCIE5, H200_PCIE5_FIT, MODELS, Hardware, Model,
                            get_model, model_from_constants)
 from uvmsim.engine.link import transfer_ns
 from uvmsim.trace.builder import TraceBuilder
 
-from helpers import MiB, PAGE, ping_pong
+from helpers import MiB, PAGE, both, ping_pong
 
 R, W = 1, 2
-
-
-def both(trace, **kw):
-    """The engine's Result, checked equal to the reference model's counts and times."""
-    a = uvmsim.simulate(trace, **kw)
-    b = ref.simulate(trace, **kw)
-    for k, v in {**a.summary, **a.extra}.items():
-        w = b.summary[k] if k in b.summary else b.extra[k]
-        assert math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-6), (k, v, w)
-    return a
 
 
 def three_blocks(masks, n_slices=2, duration_ns=1000):

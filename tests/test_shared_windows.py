@@ -2,7 +2,6 @@
 CUDA driver's sub-allocation makes them (docs/semantics.md; the probe small_allocs)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -10,24 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import uvmsim
-import uvmsim.reference as ref
 from uvmsim.trace.builder import TraceBuilder
 from uvmsim.trace.windows import share_windows
 
-from helpers import MiB, PAGE, examples
+from helpers import MiB, PAGE, both, examples
 from uvmsim.testing.strategies import programs
 
 BASE = 0x7F0000000000   # 2 MiB-aligned
-
-
-def both(trace, **kw):
-    """The engine's Result, checked equal to the reference model's counts and times."""
-    a = uvmsim.simulate(trace, **kw)
-    b = ref.simulate(trace, **kw)
-    for k, v in {**a.summary, **a.extra}.items():
-        w = b.summary[k] if k in b.summary else b.extra[k]
-        assert math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-6), (k, v, w)
-    return a
 
 
 def eight_in_a_window():

@@ -4,7 +4,6 @@ takes"). Unset, every batch costs batch_ns as before."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -12,28 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import uvmsim
-import uvmsim.reference as ref
 from uvmsim.config import Hardware
 from uvmsim.engine.state import COUNT_NAMES
 from uvmsim.errors import ConfigError
 from uvmsim.trace.builder import TraceBuilder
 
-from helpers import MiB, PAGE, examples
+from helpers import MiB, PAGE, both, examples
 from uvmsim.testing.strategies import programs
 
 HW = Hardware("t", batch_ns=100_000.0, fault_ns=10.0, transfer_latency_ns=100.0,
               bw_peak_gbps=16.0, bw_b=0.07292)
-
-
-def both(trace, **kw):
-    """The engine's Result, checked equal to the reference model's counts and times."""
-    a = uvmsim.simulate(trace, **kw)
-    b = ref.simulate(trace, **kw)
-    for k, v in {**a.summary, **a.extra}.items():
-        w = b.summary[k] if k in b.summary else b.extra[k]
-        assert math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-6), (k, v, w)
-    assert np.allclose(a.kernels["sim_ns"], b.kernels["sim_ns"], rtol=1e-9)
-    return a
 
 
 def first_touch_then_host_read():
