@@ -9,13 +9,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
 OUT=${OUT:-benchmarks/out/service_rounds}  # service_rounds.jsonl, gpu.txt, runs/
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader > "$OUT/gpu.txt"
-SMCC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-B=native_trace/build
-cmake -S native_trace -B $B -DUVMTRACE_PATCH_ARCHS=$SMCC -DUVMT_TEST_ARCH=$SMCC > /tmp/b.log 2>&1 \
-  && cmake --build $B -j "$(nproc)" >> /tmp/b.log 2>&1 || { tail -30 /tmp/b.log; exit 1; }
-P=/tmp/fill_probe W=/tmp/uvm_workloads
-nvcc -O2 -arch=sm_$SMCC -o $P benchmarks/validate/fill_probe.cu || exit 1
-nvcc -O2 -arch=sm_$SMCC -o $W benchmarks/validate/workloads.cu || exit 1
+source benchmarks/validate/build_probes.sh  # SMCC, P (fill_probe), W (workloads)
 RES=$OUT/runs  # one result JSON per run (`uvmsim run -o`)
 mkdir -p "$RES"
 run() {  # label factor footprint_bytes (results/h100/footprints.csv) timeout_s command...
