@@ -38,6 +38,24 @@ def test_search_recovers_constants_of_a_linear_time_model():
                          np.zeros(n, bool), base) < 0.5
 
 
+def test_unset_zero_batch_ns_follows_batch_ns_in_a_fit():
+    from uvmsim.config import get_model
+    hw = get_model("h100").hardware
+    assert hw.zero_batch_ns is None
+    comp = np.zeros((2, 1 + len(fit.LINEAR)))
+    b, z = 1 + fit.LINEAR.index("batch_ns"), 1 + fit.LINEAR.index("zero_batch_ns")
+    comp[:, b] = [3e-9, 1e-9]    # batches that migrate from the host
+    comp[:, z] = [2e-9, 5e-9]    # batches that migrate nothing
+    tied = fit.tie_zero_batch(comp, ("batch_ns",), hw)
+    assert tied[:, b].tolist() == [5e-9, 6e-9] and not tied[:, z].any()
+    assert comp[:, z].tolist() == [2e-9, 5e-9]                # the input is left as it was
+    # searched, or set in the model: the two kinds stay apart
+    assert fit.tie_zero_batch(comp, ("batch_ns", "zero_batch_ns"), hw) is comp
+    import dataclasses
+    assert fit.tie_zero_batch(comp, ("batch_ns",),
+                              dataclasses.replace(hw, zero_batch_ns=1e4)) is comp
+
+
 def test_fit_refuses_options_whose_counts_depend_on_time():
     from uvmsim.config import get_model
     for opt in ("block_progress", "thrashing"):

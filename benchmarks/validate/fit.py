@@ -289,6 +289,19 @@ def model_maker(name: str, options: dict[str, bool], sets: dict[str, float]):
     return make
 
 
+def tie_zero_batch(comp: np.ndarray, free, hw) -> np.ndarray:
+    """Components with the batches that migrate nothing folded into batch_ns's column when
+    zero_batch_ns is unset and not searched: unset, those batches cost batch_ns, so a fit
+    that moves batch_ns moves them too (the components count the two kinds apart)."""
+    if "zero_batch_ns" in free or hw.zero_batch_ns is not None:
+        return comp
+    zb = 1 + LINEAR.index("zero_batch_ns")
+    out = comp.copy()
+    out[:, 1 + LINEAR.index("batch_ns")] += out[:, zb]
+    out[:, zb] = 0.0
+    return out
+
+
 def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
     """The constants `--free` of one card's model, fitted on its fit-split runs."""
     timed = [o for o in ("block_progress", "thrashing") if getattr(base_model, o)]
@@ -322,7 +335,7 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
     for batch in a.batches:
         t = time.time()
         base = get_model(base_model, fault_batch_size=batch)
-        comp = components(fitruns, base)
+        comp = tie_zero_batch(components(fitruns, base), a.free, hw)
         theta = search(comp, real, cen, base_idx, start, tuple(a.free))
         for j, k in enumerate(LINEAR):
             # a constant whose component is nil on every fit run is not identified by this
