@@ -271,6 +271,13 @@ def fitted_constants(theta: dict, batch: int, free) -> dict:
     return c
 
 
+def parse_settings(option: list[str], set_: list[str]) -> tuple[dict, dict[str, float]]:
+    """--option NAME=on|off|N|WORD and --set CONSTANT=VALUE as model_maker takes them."""
+    options = {k: v == "on" if v in ("on", "off") else int(v) if v.lstrip("-").isdigit()
+               else v for k, v in (o.split("=", 1) for o in option)}
+    return options, {k: float(v) for k, v in (x.split("=", 1) for x in set_)}
+
+
 def model_maker(name: str, options: dict[str, bool], sets: dict[str, float]):
     """card -> the Model its rows are replayed with: `name` (or the card's under "auto")
     with the options switched and the constants set."""
@@ -402,10 +409,7 @@ def main() -> int:
         if unknown:
             raise SystemExit(f"--workloads: no runs of {', '.join(unknown)}")
         runs = runs[runs["workload"].isin(a.workloads)]
-    options = {k: v == "on" if v in ("on", "off") else int(v) if v.lstrip("-").isdigit()
-               else v for k, v in (o.split("=", 1) for o in a.option)}
-    sets = {k: float(v) for k, v in (x.split("=", 1) for x in a.set)}
-    model_for = model_maker(a.model, options, sets)
+    model_for = model_maker(a.model, *parse_settings(a.option, a.set))
     if a.step == "predict":
         t = time.time()
         if a.split != "all":

@@ -37,10 +37,7 @@ def main() -> int:
     if r.empty:
         raise SystemExit(f"no {a.card} run of {a.workload} at factor {a.factor:g}")
     r = r.iloc[0]
-    options = {k: v == "on" if v in ("on", "off") else int(v) if v.lstrip("-").isdigit()
-               else v for k, v in (o.split("=", 1) for o in a.option)}
-    sets = {k: float(v) for k, v in (x.split("=", 1) for x in a.set)}
-    model = fit.model_maker("auto", options, sets)(a.card)
+    model = fit.model_maker("auto", *fit.parse_settings(a.option, a.set))(a.card)
     res = simulate(fit.trace_of(a.workload, a.card), model=model,
                    capacity_bytes=int(r["capacity_bytes"]))
     k = res.kernels
