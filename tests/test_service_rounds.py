@@ -59,3 +59,11 @@ def test_records_cluster_by_their_end_times_and_count_distinct_pages_regions_blo
 def test_a_kernel_without_fault_records_is_skipped():
     um = records([(HTOD, 4096, 10 * US, 20 * US, 1 << 40)])
     assert sr.kernel_rounds({"name": "k", "start": 0, "end": 100 * US}, um) is None
+
+
+def test_a_folder_without_a_timing_pass_is_refused_by_name(tmp_path):
+    import pytest
+    with pytest.raises(SystemExit, match=str(tmp_path)):
+        sr.raw_records(str(tmp_path))
+    with pytest.raises(SystemExit, match="no service_rounds.jsonl"):
+        sr.compare(tmp_path)

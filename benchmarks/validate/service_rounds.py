@@ -36,8 +36,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from uvmsim.groundtruth import GPU_FAULT, HTOD, summarize_raw  # noqa: E402
+from uvmsim.groundtruth import GPU_FAULT, HTOD  # noqa: E402
+from um_blocks import raw_records  # noqa: E402  (this folder's)
 
 GAPS_US = (2, 5, 20, 50)
 
@@ -82,6 +84,8 @@ def compare(d: Path) -> None:
 
     import uvmsim
     from uvmsim.trace import synth
+    if not (d / "service_rounds.jsonl").is_file():
+        raise SystemExit(f"{d}: no service_rounds.jsonl (the OUT folder of probe_rounds.sh)")
     recs = [json.loads(line) for line in open(d / "service_rounds.jsonl")]
     print("| grid | real ms (no counters) | fault records | faults (values) | replayed stall ms, "
           "batches: page sets | block_progress |")
@@ -111,8 +115,7 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     raw, label, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    s = summarize_raw(raw)
-    um, kact = s["um"], s["kact"]
+    um, kact = raw_records(raw)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "service_rounds.jsonl", "a") as fo:
         for i, k in enumerate(kact):

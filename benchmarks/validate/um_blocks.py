@@ -25,6 +25,16 @@ from uvmsim.groundtruth import DTOH, GPU_FAULT, HTOD, summarize_raw  # noqa: E40
 BLOCK = 2 << 20
 
 
+def raw_records(raw: str) -> tuple[np.ndarray, list[dict]]:
+    """The unified-memory records and the finished kernels of a --keep-raw folder; exits
+    naming the folder when it holds no timing pass."""
+    s = summarize_raw(raw)
+    if s.get("raw") is None:
+        why = "; ".join(s.get("notes") or []) or "no timing-pass files"
+        raise SystemExit(f"{raw}: not a `uvmsim run --keep-raw` folder with counters ({why})")
+    return s["um"], s["kact"]
+
+
 def per_block(blk: np.ndarray) -> list[int]:
     c = np.bincount(blk)
     c = c[c > 0]
@@ -81,8 +91,7 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     raw, label, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    s = summarize_raw(raw)
-    um, kact = s["um"], s["kact"]
+    um, kact = raw_records(raw)
     addr = um["address"][um["address"] > 0] if len(um) else um["address"]
     base = int(addr.min()) if len(addr) else 0
     res = {"label": label,
