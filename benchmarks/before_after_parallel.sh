@@ -6,7 +6,8 @@
 #   BEFORE=<old tree> AFTER=<new tree> OUT=<dir> bash benchmarks/before_after_parallel.sh
 #
 # BEFORE and AFTER are plain copies of two checkouts (git archive), OUT gets ba_<core>.md
-# (the tables) and the logs. CORES (default "2 4 6 8") and ROUNDS (default 3) may be set.
+# (the tables) and the logs. CORES (default "2 4 6 8"), ROUNDS (default 3) and DEADLINE_S (default
+# 330: no round starts after it) may be set.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "$BEFORE" && pwd); A=$(cd "$AFTER" && pwd); T0=$SECONDS
@@ -28,7 +29,7 @@ done
 wait; echo "engines and traces ready at $((SECONDS-T0)) s"; uptime
 for c in ${CORES:-2 4 6 8}; do
   taskset -c "$c" timeout $((580-SECONDS+T0)) python3 "$A/benchmarks/before_after.py" \
-    --before "$B" --after "$A" --rounds "${ROUNDS:-3}" --deadline-s $((330-SECONDS+T0)) \
+    --before "$B" --after "$A" --rounds "${ROUNDS:-3}" --deadline-s $((${DEADLINE_S:-330}-SECONDS+T0)) \
     --cache-dir /tmp/ba_cache --table "$OUT/ba_$c.md" > "$OUT/ba_$c.log" 2>&1 &
 done
 wait; echo "done at $((SECONDS-T0)) s"; uptime
