@@ -35,6 +35,10 @@ Numba under valgrind sees a different CPU (valgrind's synthetic one), keys its c
 and would recompile every engine (>12 min); NUMBA_CPU_NAME / NUMBA_CPU_FEATURES are set to
 the host's values for every child, so the natively compiled caches are loaded instead.
 
+Leave the measured tree's src/ alone while it runs: an engine's key hashes the source files
+when the engine is asked for (uvmsim.engine.build), so a child started before an edit
+compiles a new engine, under valgrind for well over ten minutes.
+
 Caveat: instruction counts do not see cache misses, branch mispredictions, memory bandwidth
 or clock frequency: a change that executes the same instructions with a better memory
 layout shows ratio 1.0 here, and fewer instructions need not mean less time.

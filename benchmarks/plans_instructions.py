@@ -23,6 +23,10 @@ NUMBA_CPU_NAME and NUMBA_CPU_FEATURES are the host's, so the native run's cached
 under valgrind. One window, the first after instrumentation starts, is counted and dropped:
 it came out about twice the size of the same work counted later.
 
+Leave the measured tree's src/ alone while it runs: an engine's key hashes the source files
+when the engine is asked for (uvmsim.engine.build), so a child started before an edit
+compiles a new engine, under valgrind for well over ten minutes.
+
 Caveat: instructions do not see cache misses or memory bandwidth; they count the work done.
 """
 from __future__ import annotations
