@@ -69,6 +69,31 @@ void cg_dump(const char *what) { CALLGRIND_DUMP_STATS_AT(what); }
 """
 
 
+def callgrind_setup(prefix: str) -> tuple[dict, Path, str]:
+    """(environment, work folder, client-request library) for children counted under
+    callgrind: Numba told the host's CPU (see above), the library compiled with `cc`."""
+    from llvmlite import binding as llvm
+    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
+               NUMBA_CPU_FEATURES=llvm.get_host_cpu_features().flatten())
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    (work / "cgreq.c").write_text(CLIENT_REQUESTS)
+    lib = str(work / "libcgreq.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", lib, str(work / "cgreq.c")],
+                   check=True)
+    return env, work, lib
+
+
+def dumped_counts(out: Path, n: int) -> list[int]:
+    """Instructions of the n dumps of one callgrind run (one file per dump, numbered in
+    dump order: out.1 .. out.<n>)."""
+    got = []
+    for i in range(1, n + 1):
+        totals = [ln for ln in Path(f"{out}.{i}").read_text().splitlines()
+                  if ln.startswith("totals:")]
+        got.append(int(totals[0].split()[1]))
+    return got
+
+
 def policy_pairs(policies) -> dict[str, tuple[str, str]]:
     """Case name -> (prefetch, evict) of every pair policy_throughput.py runs, from a tree's
     uvmsim.policies (its evict-lru2m row is density/lru2m again: counted once)."""
@@ -164,12 +189,7 @@ def run_case(tree: Path, cache: Path, case: str, replays: int, steps: int, lib: 
         results.append(json.loads(p.stdout.strip().splitlines()[-1]))
     if results[0]["summary"] != results[1]["summary"]:
         raise SystemExit(f"{tree} {case}: summary under valgrind differs from the native one")
-    # one file per dump, numbered in dump order: out.1 .. out.<replays>
-    counts = []
-    for i in range(1, replays + 1):
-        totals = [ln for ln in Path(f"{out}.{i}").read_text().splitlines()
-                  if ln.startswith("totals:")]
-        counts.append(int(totals[0].split()[1]))
+    counts = dumped_counts(out, replays)
     env_str = " ".join(f"{k}={shlex.quote(env[k])}" for k in
                        ("PYTHONPATH", "UVMSIM_CACHE_DIR", "NUMBA_CPU_NAME"))
     return (results[1], counts,
@@ -227,14 +247,7 @@ def main() -> None:
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": a.after.resolve()}
     share_traces(trees["before"], trees["after"])
-    from llvmlite import binding as llvm
-    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
-               NUMBA_CPU_FEATURES=llvm.get_host_cpu_features().flatten())
-    work = Path(tempfile.mkdtemp(prefix="uvmsim-instructions-"))
-    (work / "cgreq.c").write_text(CLIENT_REQUESTS)
-    lib = str(work / "libcgreq.so")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", lib, str(work / "cgreq.c")],
-                   check=True)
+    env, work, lib = callgrind_setup("uvmsim-instructions-")
     caches = {k: (a.cache_dir / k if a.cache_dir
                   else Path(tempfile.mkdtemp(prefix=f"uvmsim-{k}-cache-"))) for k in trees}
     info = {"valgrind": subprocess.run(["valgrind", "--version"], capture_output=True,

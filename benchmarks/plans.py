@@ -90,6 +90,18 @@ def cpu(fn, *args, **kw) -> float:
         gc.enable()
 
 
+def overhead_cases(path: Path, base):
+    """overhead's cases of one bundled trace (`base`, loaded from `path`): (factor, plan
+    name, plan, the trace with the plan written in as prefetch events) for the oracle's
+    plan and the correlation predictor's at factors 1.5 and 3."""
+    for f in (1.5, 3.0):
+        for pname, plan in (
+                ("oracle", plans.build(base, P.oracle(), allow_future=True, oversub=f,
+                                       replay=False)),
+                ("correlation", plans.build(base, P.correlation(), oversub=f))):
+            yield f, pname, plan, trace_from_tables(**plans.tables_with_plan(path, plan))
+
+
 def overhead(a) -> None:
     print("replay with a plan vs the same prefetch events written into the trace "
           f"(best of {a.repeat}, CPU ms)")
@@ -99,35 +111,30 @@ def overhead(a) -> None:
     for name in ("gpt2_small", "resnet50_pca", "resnet50_nopca"):
         path = TR / f"{name}.uvmtrace"
         base = uvmsim.load_trace(path)
-        for f in (1.5, 3.0):
-            for pname, plan in (
-                    ("oracle", plans.build(base, P.oracle(), allow_future=True, oversub=f,
-                                           replay=False)),
-                    ("correlation", plans.build(base, P.correlation(), oversub=f))):
-                baked = trace_from_tables(**plans.tables_with_plan(path, plan))
-                want = uvmsim.simulate(baked, oversub=f)
-                got = uvmsim.simulate(uvmsim.load_trace(path), oversub=f, plan=plan)
-                assert got.summary == want.summary, (name, f, pname)
-                fresh = [uvmsim.load_trace(path) for _ in range(2 * a.repeat)]
-                t = {"none": [], "events": [], "plan": [], "new": [], "cached": [],
-                     "resolve": []}
-                for i in range(a.repeat):
-                    runs = [
-                        ("plan", lambda: uvmsim.simulate(fresh[i], oversub=f, plan=plan)),
-                        ("events", lambda: uvmsim.simulate(baked, oversub=f)),
-                        ("new", lambda: uvmsim.simulate(base, oversub=f,
-                                                        plan=dataclasses.replace(plan))),
-                        ("cached", lambda: uvmsim.simulate(base, oversub=f, plan=plan)),
-                        ("none", lambda: uvmsim.simulate(base, oversub=f)),
-                        ("resolve", lambda: plans.with_plan(fresh[a.repeat + i], plan))]
-                    for key, fn in runs[i % 6:] + runs[:i % 6]:   # each first in turn
-                        t[key].append(cpu(fn))
-                m = {k: min(v) * 1e3 for k, v in t.items()}
-                print(f"{name:15s} {f:6.1f} {pname:12s} {plan.pages('gpu'):9,d} "
-                      f"{m['none']:8.1f} {m['events']:8.1f} {m['plan']:8.1f} "
-                      f"{m['plan'] / m['events']:6.2f} {m['new']:8.1f} "
-                      f"{m['new'] / m['events']:6.2f} {m['cached']:8.1f} "
-                      f"{m['cached'] / m['events']:6.2f} {m['resolve']:8.1f}", flush=True)
+        for f, pname, plan, baked in overhead_cases(path, base):
+            want = uvmsim.simulate(baked, oversub=f)
+            got = uvmsim.simulate(uvmsim.load_trace(path), oversub=f, plan=plan)
+            assert got.summary == want.summary, (name, f, pname)
+            fresh = [uvmsim.load_trace(path) for _ in range(2 * a.repeat)]
+            t = {"none": [], "events": [], "plan": [], "new": [], "cached": [],
+                 "resolve": []}
+            for i in range(a.repeat):
+                runs = [
+                    ("plan", lambda: uvmsim.simulate(fresh[i], oversub=f, plan=plan)),
+                    ("events", lambda: uvmsim.simulate(baked, oversub=f)),
+                    ("new", lambda: uvmsim.simulate(base, oversub=f,
+                                                    plan=dataclasses.replace(plan))),
+                    ("cached", lambda: uvmsim.simulate(base, oversub=f, plan=plan)),
+                    ("none", lambda: uvmsim.simulate(base, oversub=f)),
+                    ("resolve", lambda: plans.with_plan(fresh[a.repeat + i], plan))]
+                for key, fn in runs[i % 6:] + runs[:i % 6]:   # each first in turn
+                    t[key].append(cpu(fn))
+            m = {k: min(v) * 1e3 for k, v in t.items()}
+            print(f"{name:15s} {f:6.1f} {pname:12s} {plan.pages('gpu'):9,d} "
+                  f"{m['none']:8.1f} {m['events']:8.1f} {m['plan']:8.1f} "
+                  f"{m['plan'] / m['events']:6.2f} {m['new']:8.1f} "
+                  f"{m['new'] / m['events']:6.2f} {m['cached']:8.1f} "
+                  f"{m['cached'] / m['events']:6.2f} {m['resolve']:8.1f}", flush=True)
 
 
 def build_times(a) -> None:

@@ -40,7 +40,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,11 +50,10 @@ MODES = ("events", "fresh", "new plan", "cached")
 
 def child(name: str, lib: str | None) -> None:
     """In the measured process: every case of one trace; counted only under callgrind."""
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(HERE))
+    from plans import overhead_cases  # this folder's; it puts the repository's src/ first
+
     import uvmsim
-    from uvmsim import plans
-    from uvmsim.plans import predictors as P
-    from uvmsim.trace import trace_from_tables
     path = ROOT / "traces" / f"{name}.uvmtrace"
     base = uvmsim.load_trace(path)
     cg = ctypes.CDLL(lib) if lib else None
@@ -68,49 +66,33 @@ def child(name: str, lib: str | None) -> None:
         uvmsim.simulate(base, oversub=1.5)
         cg.cg_dump(b"dropped")
     out = []
-    for f in (1.5, 3.0):
-        for pname, plan in (
-                ("oracle", plans.build(base, P.oracle(), allow_future=True, oversub=f,
-                                       replay=False)),
-                ("correlation", plans.build(base, P.correlation(), oversub=f))):
-            baked = trace_from_tables(**plans.tables_with_plan(path, plan))
-            fresh = [uvmsim.load_trace(path) for _ in range(2)]
-            runs = {"events": lambda: uvmsim.simulate(baked, oversub=f),
-                    "fresh": lambda i: uvmsim.simulate(fresh[i], oversub=f, plan=plan),
-                    "new plan": lambda: uvmsim.simulate(base, oversub=f,
-                                                        plan=dataclasses.replace(plan)),
-                    "cached": lambda: uvmsim.simulate(base, oversub=f, plan=plan)}
-            want = {k: v.item() if hasattr(v, "item") else v
-                    for k, v in runs["events"]().summary.items()}
-            for mode in MODES:  # uncounted: compiles, and fills the `cached` resolution
-                got = (runs[mode](0) if mode == "fresh" else runs[mode]()).summary
-                if {k: v.item() if hasattr(v, "item") else v for k, v in got.items()} != want:
-                    raise SystemExit(f"{name} {f} {pname} {mode}: summary differs from events")
-            for mode in MODES:
-                gc.collect()  # no counted replay pays for another's garbage
-                gc.disable()
-                if cg:
-                    cg.cg_zero()
-                if mode == "fresh":
-                    runs[mode](1)
-                else:
-                    runs[mode]()
-                if cg:
-                    cg.cg_dump(f"{name}-{f}-{pname}-{mode}".encode())
-                gc.enable()
-            out.append({"trace": name, "factor": f, "plan": pname,
-                        "pages": int(plan.pages("gpu"))})
+    for f, pname, plan, baked in overhead_cases(path, base):
+        fresh = [uvmsim.load_trace(path) for _ in range(2)]
+        runs = {"events": lambda: uvmsim.simulate(baked, oversub=f),
+                "fresh": lambda i: uvmsim.simulate(fresh[i], oversub=f, plan=plan),
+                "new plan": lambda: uvmsim.simulate(base, oversub=f,
+                                                    plan=dataclasses.replace(plan)),
+                "cached": lambda: uvmsim.simulate(base, oversub=f, plan=plan)}
+        want = runs["events"]().summary
+        for mode in MODES:  # uncounted: compiles, and fills the `cached` resolution
+            got = (runs[mode](0) if mode == "fresh" else runs[mode]()).summary
+            if got != want:
+                raise SystemExit(f"{name} {f} {pname} {mode}: summary differs from events")
+        for mode in MODES:
+            gc.collect()  # no counted replay pays for another's garbage
+            gc.disable()
+            if cg:
+                cg.cg_zero()
+            if mode == "fresh":
+                runs[mode](1)
+            else:
+                runs[mode]()
+            if cg:
+                cg.cg_dump(f"{name}-{f}-{pname}-{mode}".encode())
+            gc.enable()
+        out.append({"trace": name, "factor": f, "plan": pname,
+                    "pages": int(plan.pages("gpu"))})
     print(json.dumps(out))
-
-
-def counts(cgout: Path, n: int) -> list[int]:
-    """Instructions of the n dumps of one callgrind run, in dump order."""
-    got = []
-    for i in range(1, n + 1):
-        totals = [ln for ln in Path(f"{cgout}.{i}").read_text().splitlines()
-                  if ln.startswith("totals:")]
-        got.append(int(totals[0].split()[1]))
-    return got
 
 
 def main() -> None:
@@ -121,23 +103,17 @@ def main() -> None:
     ap.add_argument("--traces", default=",".join(TRACES))
     ap.add_argument("--out", type=Path, help="also write the table here (markdown)")
     a = ap.parse_args()
+    bad = [n for n in a.traces.split(",") if n not in TRACES]
+    if bad:
+        raise SystemExit(f"--traces: unknown trace {bad[0]!r} (known: {', '.join(TRACES)})")
     sys.path.insert(0, str(HERE))
-    from instructions_before_after import CLIENT_REQUESTS
-    from llvmlite import binding as llvm
-    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
-               NUMBA_CPU_FEATURES=llvm.get_host_cpu_features().flatten())
-    work = Path(tempfile.mkdtemp(prefix="uvmsim-plan-instructions-"))
-    (work / "cgreq.c").write_text(CLIENT_REQUESTS)
-    lib = str(work / "libcgreq.so")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", lib, str(work / "cgreq.c")],
-                   check=True)
+    from instructions_before_after import callgrind_setup, dumped_counts
+    env, work, lib = callgrind_setup("uvmsim-plan-instructions-")
     me = [sys.executable, str(Path(__file__).resolve()), "--child"]
     lines = ["| trace | factor | plan | pages | events | fresh | ratio | new plan | ratio | "
              "cached | ratio |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
              "--- | --- |"]
     for name in a.traces.split(","):
-        if name not in TRACES:
-            raise SystemExit(f"--traces: unknown trace {name!r} (known: {', '.join(TRACES)})")
         native = subprocess.run(me + [name], env=env, capture_output=True, text=True)
         if native.returncode:
             raise SystemExit(f"{name}: native run failed:\n{native.stderr[-3000:]}")
@@ -148,7 +124,7 @@ def main() -> None:
         if p.returncode:
             raise SystemExit(f"{name}: run under valgrind failed:\n{p.stderr[-3000:]}")
         cases = json.loads(p.stdout.strip().splitlines()[-1])
-        c = counts(cgout, 1 + len(cases) * len(MODES))[1:]  # the first is dropped
+        c = dumped_counts(cgout, 1 + len(cases) * len(MODES))[1:]  # the first is dropped
         for i, case in enumerate(cases):
             m = dict(zip(MODES, c[i * len(MODES):(i + 1) * len(MODES)]))
             ev = m["events"]
