@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import uvmsim
 import uvmsim.reference as ref
-from uvmsim.engine.blocks import MAX_PROGRESS_UNIT, instrumented_concurrency, kernel_slots
+from uvmsim.engine.blocks import (MAX_PROGRESS_UNIT, instrumented_concurrency, kernel_slots,
+                                  progress_arrays, share_unit_rows)
 from uvmsim.errors import ConfigError
 from uvmsim.trace import synth
 from uvmsim.trace.builder import TraceBuilder
@@ -124,6 +125,99 @@ def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
     assert_same(r, ref.simulate(tr, block_progress=True, prefetch="none"))
 
 
+# ------------------------------------------------------------------ share_units
+def test_share_units_gives_a_coarse_row_its_blocks_pages():
+    """The unit-16 KiB kernel above: block 0 names P0 (and P4), block 1 P1 (and P5) in
+    their windows; shared, block 0's row in window 0 spans P0 (up to block 1's P1), block
+    1's P1 and P2 (to the window's end); the window 4..7 the same with P4 and P5, P6."""
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 8)]
+    touches = [(0, P[0], 0, 2), (0, P[4], 100, 2), (1, P[1], 0, 2), (1, P[5], 50, 2),
+               (0, P[2], 10, 2), (1, P[6], 70, 2)]
+    b.kernel("k", writes=[P[i] for i in (0, 1, 2, 4, 5, 6)], launch=launch(1, 2, 2),
+             duration_ns=5000, touches=touches, stream_unit=14, stream_tick_ns=1)
+    tr = b.build()
+    arrays = {s: progress_arrays(tr.arrays, tr.streams, launch_arrays(tr), share_units=s)
+              for s in (False, True)}
+
+    def spans(a):  # per stream row (block order), the pages it stands for
+        page = tr.arrays.row_page[a["fe_acc"]]
+        return [sorted(int(tr.arrays.page_pos[d]) for d in page[lo:hi])
+                for lo, hi in zip(a["fe_rlo"], a["fe_rhi"])]
+    assert spans(arrays[False]) == [[0, 1, 2], [4, 5, 6], [0, 1, 2], [4, 5, 6]]
+    assert spans(arrays[True]) == [[0], [4], [1, 2], [5, 6]]
+    r = run(tr, prefetch="none", share_units=True)
+    assert r.config["share_units"] is True
+    assert r.summary["faults"] == 6
+    assert_same(r, ref.simulate(tr, block_progress=True, prefetch="none", share_units=True))
+
+
+@pytest.mark.parametrize("unit", [14, 16])
+def test_share_units_recovers_a_grid_stride_fills_pages_from_a_coarse_stream(unit):
+    """A grid-stride fill whose stride is 64 KiB (64 blocks x 1 KiB): every block touches
+    one page per unit of 16 or 64 KiB, its first touch there, so the coarse stream shared
+    out is the 4 KiB stream: the same replay, fault for fault. Unshared, every block waits
+    for all of its unit's pages. (At a unit wider than the stride a block's later touches
+    of the unit are not in the stream, shared or not.)"""
+    kw = dict(footprint_bytes=4 * MiB, grid=64, block=256, sm_count=2, max_blocks_per_sm=4)
+    fine = synth.make("grid_stride_fill", **kw)
+    coarse = synth.make("grid_stride_fill", stream_unit=unit, **kw)
+    assert fine.streams.k_unit.tolist() == [12] and coarse.streams.k_unit.tolist() == [unit]
+    for cap in (None, 1):
+        o = {} if cap is None else {"capacity_chunks": cap}
+        want = run(fine, **o)
+        got = run(coarse, share_units=True, **o)
+        assert got.summary == want.summary
+        assert got.summary["sim_time_ns"] == want.summary["sim_time_ns"]
+        assert run(coarse, **o).summary["faults"] > want.summary["faults"]
+        assert_same(got, ref.simulate(coarse, block_progress=True, share_units=True, **o))
+    # at unit 4 KiB there is nothing to share
+    assert_same(run(fine, share_units=True, oversub=2), run(fine, oversub=2))
+
+
+@st.composite
+def unit_rows(draw):
+    """Rows of one kernel: units (spans lo..hi over a sorted page index) and, per row, the
+    index of the page it names inside its unit."""
+    lo, hi, own = [], [], []
+    start = 0
+    for _ in range(draw(st.integers(1, 4))):
+        n = draw(st.integers(1, 9))
+        for _ in range(draw(st.integers(1, 6))):
+            lo.append(start)
+            hi.append(start + n)
+            own.append(start + draw(st.integers(0, n - 1)))
+        start += n
+    perm = draw(st.permutations(range(len(lo))))
+    return tuple(np.array(v, np.int64)[list(perm)] for v in (own, lo, hi))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(rows=unit_rows())
+def test_share_unit_rows_partitions_each_unit_between_its_rows(rows):
+    own, lo, hi = rows
+    a, b = share_unit_rows(own, lo, hi)
+    assert ((lo <= a) & (a < b) & (b <= hi)).all()
+    assert ((a <= own) & (own < b)).all()  # a row keeps the page it names
+    for u in np.unique(lo):
+        m = lo == u
+        cover = np.zeros(int(hi[m][0] - u), int)
+        for x, y in zip(a[m], b[m]):
+            cover[x - u:y - u] += 1
+        assert (cover > 0).all()  # every page of the unit goes to some row
+        # rows naming the same page share one span; others' spans do not overlap
+        spans = {(int(x), int(y)) for x, y in zip(a[m], b[m])}
+        assert len(spans) == len(np.unique(own[m]))
+        assert (cover <= 1).all() or len(spans) < m.sum()
+        assert sum(y - x for x, y in spans) == hi[m][0] - u
+
+
+def test_share_units_refused_without_block_progress():
+    with pytest.raises(ConfigError, match="share_units"):
+        uvmsim.simulate(three_blocks(1), share_units=True)
+
+
 def test_a_unit_coarser_than_a_va_block_replays_the_page_set():
     """Unit 4 MiB (coarser than MAX_PROGRESS_UNIT): a row would be every access page of the
     kernel in 4 MiB, so the kernel replays its page set; at unit 2 MiB it replays blocks."""
@@ -191,9 +285,11 @@ def test_fault_latency_delays_the_driver_and_fills_batches():
 KINDS = {
     "grid_stride_fill": lambda d: dict(footprint_bytes=d(st.sampled_from([2, 4, 6])) * MiB,
                                        grid=d(st.sampled_from([4, 16, 48])), block=256,
-                                       kernels=d(st.integers(1, 2))),
+                                       kernels=d(st.integers(1, 2)),
+                                       stream_unit=d(st.sampled_from([None, 14, 16]))),
     "block_slice_fill": lambda d: dict(footprint_bytes=d(st.sampled_from([2, 4, 6])) * MiB,
-                                       grid=d(st.sampled_from([4, 16, 48])), block=256),
+                                       grid=d(st.sampled_from([4, 16, 48])), block=256,
+                                       stream_unit=d(st.sampled_from([None, 16]))),
     "gemm": lambda d: dict(m=128, n=d(st.sampled_from([128, 256])), k=128, tile=32,
                            k_step=32),
 }
@@ -210,6 +306,7 @@ def progress_cases(draw):
                 fault_latency_ns=draw(st.sampled_from([0.0, 500.0, 5000.0])),
                 store_ahead=draw(st.sampled_from([0, 0, 1, 4, 64])),
                 fault_order=draw(st.sampled_from(["arrival", "age"])),
+                share_units=draw(st.booleans()),
                 evict=draw(st.sampled_from(["lru2m", "lru2m_access"])))
     if opts["store_ahead"]:
         opts["sm_store_pool"] = draw(st.sampled_from([0, 1, 4, 16]))

@@ -279,9 +279,11 @@ def test_cli_flags_reach_the_scenario(tmp_path):
                              "host_access": False, "shared_windows": True})
     assert _cli_scenario("--model", "h100", "--block-progress", "--fault-latency-ns",
                          "300", "--fault-order", "age", "--store-ahead", "4",
-                         "--sm-store-pool", "8") == Scenario(model="h100", options={
-                             "block_progress": True, "fault_latency_ns": 300.0,
-                             "fault_order": "age", "store_ahead": 4, "sm_store_pool": 8})
+                         "--sm-store-pool", "8", "--share-units") == Scenario(
+                             model="h100", options={
+                                 "block_progress": True, "fault_latency_ns": 300.0,
+                                 "fault_order": "age", "store_ahead": 4, "sm_store_pool": 8,
+                                 "share_units": True})
     assert _cli_scenario() == Scenario()
     f = tmp_path / "s.json"
     f.write_text(s.to_json())
@@ -414,6 +416,8 @@ def test_sweep_keys_a_plan_by_its_content(traces, plan_file, tmp_path):
                                   {"block_progress": True, "fault_latency_ns": 300.0,
                                    "store_ahead": 4, "fault_order": "age",
                                    "sm_store_pool": 8},
+                                  {"block_progress": True, "fault_latency_ns": 300.0,
+                                   "share_units": True},
                                   {"shared_windows": True}])
 def test_newer_options_equal_with_and_without_a_scenario(opts):
     """The progress front-end and shared windows reach the replay from a Scenario as from

@@ -355,7 +355,8 @@ class Model:
     kernels that have v1.2 per-thread-block streams with the progress front-end (thread
     blocks in resident slots that stall on their faults; `fault_latency_ns` is how long a
     fault waits in the buffer before the driver may take it; `store_ahead` how many faults
-    of plain writes a block may leave outstanding and run on).
+    of plain writes a block may leave outstanding and run on; `share_units` gives a stream
+    row coarser than a page its block's share of the unit's pages instead of all of them).
     """
 
     name: str = field(default="contract", metadata=set_via("model"))
@@ -420,6 +421,10 @@ class Model:
         "--fault-order", "choice", "block progress: which queued faults a batch takes first: "
         "arrival (default) or age (the faults of the blocks dispatched earliest on their SM "
         "first; docs/semantics.md)", choices=FAULT_ORDERS))
+    share_units: bool = field(default=False, metadata=setting(
+        "--share-units", "bool", "block progress: a stream row coarser than a page stands "
+        "for its thread block's share of the unit's pages (the blocks that touch the unit "
+        "split them in block id order) instead of all of them (docs/semantics.md)"))
     doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
                                                  metadata=no_setting("provenance of values"))
@@ -433,7 +438,7 @@ class Model:
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
         for k in ("slices", "host_access", "thrashing", "advise", "small_blocks",
-                  "partial_blocks", "block_progress", "shared_windows"):
+                  "partial_blocks", "block_progress", "shared_windows", "share_units"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")
@@ -469,6 +474,9 @@ class Model:
             object.__setattr__(self, k, int(v))
         if self.store_ahead and not self.block_progress:
             raise ConfigError(f"model {self.name!r}: store_ahead is a rule of block_progress; "
+                              "switch that on too")
+        if self.share_units and not self.block_progress:
+            raise ConfigError(f"model {self.name!r}: share_units is a rule of block_progress; "
                               "switch that on too")
         if self.sm_store_pool and not self.store_ahead:
             raise ConfigError(f"model {self.name!r}: sm_store_pool limits the stores of "

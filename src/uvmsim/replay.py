@@ -113,7 +113,7 @@ def progress_inputs(trace: Trace, T, model: Model, streamed: bool,
     st = trace.streams
     if st is None:
         return None  # no kernel has a stream: every kernel replays its page set
-    return progress_arrays(T, st, launch_arrays(trace))
+    return progress_arrays(T, st, launch_arrays(trace), share_units=model.share_units)
 
 
 def partial_slots(T) -> np.ndarray:
@@ -421,6 +421,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
         config["store_ahead"] = m.store_ahead
         config["fault_order"] = m.fault_order
         config["sm_store_pool"] = m.sm_store_pool
+        config["share_units"] = m.share_units
     if streamed:
         config["stream"] = True
     if plan is not None:

@@ -27,7 +27,8 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
     translation, plan, seed) and the model settings (hardware, fault_batch_size, slices,
     host_access, thrashing, remote, advise, access_counter_threshold,
     access_counter_penalty, remote_access_ns, small_blocks, partial_blocks, shared_windows,
-    block_progress, fault_latency_ns), so
+    block_progress, fault_latency_ns, store_ahead, sm_store_pool, fault_order,
+    share_units), so
 
         simulate(t, oversub=1.5, prefetch="none", thrashing=True)
         simulate(t, Scenario(oversub=1.5, prefetch="none", options={"thrashing": True}))
@@ -39,7 +40,9 @@ def simulate(trace: Trace | str | os.PathLike, scenario: Scenario | None = None,
 
     `block_progress` replays each kernel that has a v1.2 per-thread-block stream as thread
     blocks in resident slots that stall on their own faults (docs/semantics.md, "Progress");
-    a fault waits `fault_latency_ns` in the buffer before the driver may take it.
+    a fault waits `fault_latency_ns` in the buffer before the driver may take it;
+    `share_units` gives a stream row coarser than a page its block's share of the unit's
+    pages (docs/semantics.md, rule 3a).
     `shared_windows` replays the view of the trace in which allocations sharing a 2 MiB
     window are one VA range covering their windows (uvmsim.trace.windows), as the CUDA
     driver's sub-allocation of small managed allocations makes them.

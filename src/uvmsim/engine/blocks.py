@@ -20,7 +20,8 @@ takes:
   (indices into TraceArrays.row_*, so a fault is a read or write by the kernel's flags for
   the page): each kernel's access rows sorted by virtual page, and per stream row the span
   of those inside the row's unit (one row at unit 4 KiB; at a coarser unit the kernel's
-  access pages in that window, docs/trace-format.md "For a consumer").
+  access pages in that window, docs/trace-format.md "For a consumer"; with `share_units`
+  the row's share of them, `share_unit_rows`).
 
 The engine imports nothing above it, so the streams come in as an argument.
 """
@@ -76,9 +77,43 @@ def _vpage(T, dense: np.ndarray) -> np.ndarray:
             - T.b_lo[blk].astype(np.int64))
 
 
-def progress_arrays(T, streams, launch) -> dict[str, np.ndarray]:
+def share_unit_rows(own: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 3 with `share_units` (docs/semantics.md, "block_progress"): the rows of one
+    kernel whose unit holds the same access pages (the same span lo..hi) split them by the
+    page each row names, its block's first touch in the unit (the collector keeps it:
+    docs/trace-format.md, v1.2): a row spans from its own page up to the next higher page
+    another row of the unit names (the lowest from the unit's first page, the highest to
+    its last). So blocks that start on the same page share it, and a block keeps the pages
+    up to where the next block starts. `own`: per row, the index of its page among the
+    kernel's access pages sorted by address (lo <= own < hi); returns the new (lo, hi)."""
+    o = np.lexsort((own, lo))
+    lo_o, own_o, hi_o = lo[o], own[o], hi[o]
+    n = lo_o.size
+    unit_start = np.ones(n, bool)
+    unit_start[1:] = lo_o[1:] != lo_o[:-1]
+    seg_start = unit_start.copy()
+    seg_start[1:] |= own_o[1:] != own_o[:-1]
+    starts = np.flatnonzero(seg_start)
+    ends = np.append(starts[1:], n)  # a segment: the rows of one unit naming one page
+    seg = np.cumsum(seg_start) - 1
+    nxt = ends[seg]  # the first row of the next segment
+    last = (nxt == n) | unit_start[np.minimum(nxt, n - 1)]
+    new_hi = np.where(last, hi_o, own_o[np.minimum(nxt, n - 1)])
+    first = unit_start[starts[seg]]
+    new_lo = np.where(first, lo_o, own_o)
+    out_lo = np.empty_like(lo)
+    out_hi = np.empty_like(hi)
+    out_lo[o] = new_lo
+    out_hi[o] = new_hi
+    return out_lo, out_hi
+
+
+def progress_arrays(T, streams, launch, share_units: bool = False) -> dict[str, np.ndarray]:
     """The fields of the progress front-end for trace arrays `T` (uvmsim.trace.TraceArrays),
-    their `streams` (uvmsim.trace.streams.Streams) and `launch` (LaunchArrays)."""
+    their `streams` (uvmsim.trace.streams.Streams) and `launch` (LaunchArrays); with
+    `share_units` a row coarser than a page spans its block's share of its unit's pages
+    (share_unit_rows)."""
     n_k = T.k_row_start.size - 1
     if streams.k_unit.size != n_k or streams.k_block_start.size != n_k + 1:
         raise ConfigError(f"progress: the streams hold {streams.k_unit.size} kernels, the "
@@ -99,12 +134,18 @@ def progress_arrays(T, streams, launch) -> dict[str, np.ndarray]:
         acc.append(rows[o])
         s0, s1 = int(brs[kbs[k]]), int(brs[kbs[k + 1]])
         shift = int(streams.k_unit[k]) - PAGE_SHIFT
-        w0 = (_vpage(T, streams.row_page[s0:s1].astype(np.int64)) >> shift) << shift
+        rvp = _vpage(T, streams.row_page[s0:s1].astype(np.int64))
+        w0 = (rvp >> shift) << shift
         lo = np.searchsorted(vp, w0, "left")
         hi = np.searchsorted(vp, w0 + (1 << shift), "left")
         if (hi <= lo).any():
             raise ConfigError(f"progress: a stream row of kernel rank {k} covers none of "
                               "its kernel's access pages")
+        if share_units and shift > 0:
+            # a row's page is one its block touched, so an access page of the unit; clipped
+            # all the same, so that the spans stay inside the unit's
+            own = np.clip(np.searchsorted(vp, rvp, "left"), lo, hi - 1)
+            lo, hi = share_unit_rows(own, lo, hi)
         rlo[s0:s1] = off + lo
         rhi[s0:s1] = off + hi
         off += r1 - r0

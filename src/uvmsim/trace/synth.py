@@ -70,10 +70,13 @@ class _Program:
 
     def streamed_kernel(self, name: str, launch: dict[str, int], block: np.ndarray,
                         page: np.ndarray, t_ns: np.ndarray, flags: np.ndarray,
-                        block_end_ns: np.ndarray, counts_per_touch: int = 1) -> None:
+                        block_end_ns: np.ndarray, counts_per_touch: int = 1,
+                        stream_unit: int | None = None) -> None:
         """A kernel given by its blocks' page-level first touches (block, page, t_ns,
         flags): its access rows (first-touch order over all blocks, flags ORed, counts
-        summed) and its stream by the collector's rule (uvmsim.trace.streams)."""
+        summed) and its stream by the collector's rule (uvmsim.trace.streams), at
+        `stream_unit` (log2 bytes) if given, as the collector writes it when its table
+        is too small for pages."""
         kid = len(self.kernels)
         o = np.lexsort((page, t_ns))
         pg, inv = np.unique(page, return_inverse=True)
@@ -89,7 +92,7 @@ class _Program:
                     launch=launch)
         ends = {int(b): int(e) for b, e in enumerate(block_end_ns)}
         unit, tick, sb, sa = S.stream_tables(kid, block, page, t_ns, flags, pg.size,
-                                             block_end_ns=ends)
+                                             block_end_ns=ends, unit=stream_unit)
         if unit == 0:
             raise ValueError(f"{name}: the stream exceeds every bound")
         self.launch[-1].update(stream_unit=unit, stream_tick_ns=tick)
@@ -300,12 +303,14 @@ def _touches(steps: list[tuple[np.ndarray, np.ndarray, int]], start: np.ndarray,
 
 def grid_stride_fill(*, footprint_bytes: int = 64 * MiB, grid: int = 1024, block: int = 256,
                      sm_count: int = 132, max_blocks_per_sm: int = 8, iter_ns: int = 2000,
-                     jitter: float = 0.1, kernels: int = 1, seed: int = 0
-                     ) -> dict[str, pd.DataFrame]:
+                     jitter: float = 0.1, kernels: int = 1, seed: int = 0,
+                     stream_unit: int | None = None) -> dict[str, pd.DataFrame]:
     """A grid-stride fill (a[i] = f(i), 4-byte elements, i += grid x block): thread block b
     writes bytes [(k grid + b) block 4, +block 4) at iteration k, so its first page is
     (b block 4) >> 12 and its pages advance by the grid stride; every block is spread over
-    the whole array. Each iteration takes `iter_ns` (+- `jitter`, per block)."""
+    the whole array. Each iteration takes `iter_ns` (+- `jitter`, per block).
+    `stream_unit` forces the stream's unit (log2 bytes), as a collector whose table filled
+    coarsens it."""
     rng = np.random.default_rng(seed)
     p = _Program()
     _, first = p.alloc(footprint_bytes, "a")
@@ -327,16 +332,18 @@ def grid_stride_fill(*, footprint_bytes: int = 64 * MiB, grid: int = 1024, block
         b, pg, t, f, end = _touches(steps, start, step_ns)
         keep = pg >= 0
         p.streamed_kernel(f"grid_stride_fill_{kk}", launch, b[keep], first + pg[keep],
-                          t[keep], f[keep], end, counts_per_touch=block)
+                          t[keep], f[keep], end, counts_per_touch=block,
+                          stream_unit=stream_unit)
     return p.tables()
 
 
 def block_slice_fill(*, footprint_bytes: int = 64 * MiB, grid: int = 1024, block: int = 256,
                      sm_count: int = 132, max_blocks_per_sm: int = 8, iter_ns: int = 2000,
-                     jitter: float = 0.1, seed: int = 0) -> dict[str, pd.DataFrame]:
+                     jitter: float = 0.1, seed: int = 0,
+                     stream_unit: int | None = None) -> dict[str, pd.DataFrame]:
     """Each thread block writes its own contiguous slice of the array, `block` 4-byte
     elements per iteration (fill_probe.cu's `chunk` mode): block b's pages are its
-    slice's, in address order."""
+    slice's, in address order. `stream_unit` as in grid_stride_fill."""
     rng = np.random.default_rng(seed)
     p = _Program()
     _, first = p.alloc(footprint_bytes, "a")
@@ -357,7 +364,8 @@ def block_slice_fill(*, footprint_bytes: int = 64 * MiB, grid: int = 1024, block
     b, pg, t, f, end = _touches(steps, start, step_ns)
     keep = pg >= 0
     p.streamed_kernel("block_slice_fill", _launch(grid, block, sm_count, max_blocks_per_sm, 16),
-                      b[keep], first + pg[keep], t[keep], f[keep], end, counts_per_touch=block)
+                      b[keep], first + pg[keep], t[keep], f[keep], end, counts_per_touch=block,
+                      stream_unit=stream_unit)
     return p.tables()
 
 
