@@ -141,3 +141,50 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
     assert set(forced["model"]) == {"contract"}
     with pytest.raises(SystemExit, match="not KIND=MiB"):
         fit.parse_context("cuda=four")
+
+
+def test_grid_replays_each_point_and_keeps_the_least_loss(tmp_path, monkeypatch):
+    """`fit.py grid`: each point is the fit split replayed with those constants (its loss
+    the one `fit` minimises, on replayed times), the best is the least, and the processes
+    change nothing."""
+    import argparse
+    from uvmsim.trace import synth
+    MiB = 1 << 20
+    (tmp_path / "traces").mkdir()
+    synth.write("sequential", tmp_path / "traces" / "stream.uvmtrace",
+                footprint_bytes=16 * MiB, kernels=2)
+    rows = [{"workload": "stream", "kind": "cuda", "factor": f, "real_s": r,
+             "censored": "false", "faults": None, "htod_bytes": None, "dtoh_bytes": None,
+             "free_bytes": int(20 * MiB / f), "reserve_bytes": 16 * MiB, "split": "fit",
+             "card": "NVIDIA H100 80GB HBM3"} for f, r in ((1, 0.004), (2, 0.02), (3, 0.05))]
+    (tmp_path / "results").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "real_runs.csv", index=False)
+    monkeypatch.setattr(fit, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(fit, "TRACES", tmp_path / "traces")
+    monkeypatch.setattr(fit, "_TRACES", {})
+    runs = fit.load_runs("cuda=4")
+    a = argparse.Namespace(model="auto", option=[], set=["fault_ns=100"],
+                           grid=["batch_ns=1000,100000"], jobs=1)
+    res = fit.grid_card("h100", runs, a)
+    assert [p["point"] for p in res["points"]] == [{"batch_ns": 1000.0},
+                                                   {"batch_ns": 100000.0}]
+    for p in res["points"]:
+        df = fit.predict(runs, fit.model_maker("auto", {}, {"fault_ns": 100.0, **p["point"]}))
+        assert p["predicted_s"] == pytest.approx(df["predicted_s"].tolist())
+        pred = np.array(p["predicted_s"])
+        assert p["loss"] == pytest.approx(fit.comp_loss(
+            np.zeros(0), pred[:, None], np.array([0.004, 0.02, 0.05]), np.zeros(3, bool),
+            np.zeros(3, int)))
+    assert res["loss"] == min(p["loss"] for p in res["points"])
+    assert res["points"][0]["loss"] != res["points"][1]["loss"]  # the constant matters
+    a.jobs = 2
+    # the forked workers find _grid_point by its module's name (as __main__ when run)
+    import sys
+    monkeypatch.setitem(sys.modules, fit.__name__, fit)
+    assert fit.grid_card("h100", runs, a)["points"] == res["points"]
+    with pytest.raises(SystemExit, match="CONSTANT"):
+        fit.parse_grid(["bogus=1,2"])
+    with pytest.raises(SystemExit, match="not numbers"):
+        fit.parse_grid(["batch_ns=1,x"])
+    assert fit.parse_grid(["batch_ns=1,2", "fault_ns=3"]) == [
+        {"batch_ns": 1.0, "fault_ns": 3.0}, {"batch_ns": 2.0, "fault_ns": 3.0}]

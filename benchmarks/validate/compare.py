@@ -1,6 +1,13 @@
 """Summary errors of validation CSVs (fit.py predict --csv), side by side:
 
     python benchmarks/validate/compare.py [--loss] NAME=FILE.csv [NAME=FILE.csv ...]
+    python benchmarks/validate/compare.py --goals NAME=FILE.csv [...]
+
+With --goals, the time-base goals instead (docs/validation.md): the median factor-1 time
+error over every workload, replays that evict at factor 1 where the real run copied nothing
+back, uncensored runs at factors up to 1.5 beyond 2x, and replayed HtoD and DtoH within 2x
+of what the run moved (CUPTI's count, or what it must have moved where that is more:
+CUPTI's are lower bounds) where that exceeds 64 MiB.
 
 Per file: the median factor-1 time error and the median slowdown error (uncensored runs at
 factor > 1) on the fit split and the holdout, each error max(p/r, r/p); the holdout's runs
@@ -47,8 +54,32 @@ def row(name: str, path: str, loss: bool) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def goals_row(name: str, path: str) -> str:
+    d = pd.read_csv(path)
+    one = d[d["factor"] == 1]
+    evicts = int(((one["predicted_dtoh_bytes"] > 0) & (one["real_dtoh_bytes"] == 0)).sum())
+    low = d[(d["factor"] > 1) & (d["factor"] <= 1.5) & ~d["real_censored"].astype(bool)]
+    beyond = int((err(low["slowdown_ratio"]) > 2).sum())
+    cells = [name, median_err(one["ratio"]), f"{evicts} of {len(one)}",
+             f"{beyond} of {len(low)}"]
+    for way in ("htod", "dtoh"):
+        moved = np.fmax(d[f"real_{way}_bytes"], d[f"required_{way}_bytes"])
+        big = d[moved > 64 * (1 << 20)]
+        r = big[f"predicted_{way}_bytes"] / moved[big.index]
+        cells.append(f"{int(((r >= 0.5) & (r <= 2)).sum())} of {len(big)}")
+    return "| " + " | ".join(cells) + " |"
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if "--goals" in args:
+        print("| model | factor-1 time, median (all) | evicts at f 1 where real did not | "
+              "f <= 1.5 uncensored beyond 2x | HtoD within 2x | DtoH within 2x |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for arg in (a for a in args if a != "--goals"):
+            name, path = arg.split("=", 1)
+            print(goals_row(name, path))
+        sys.exit(0)
     loss = "--loss" in args
     args = [a for a in args if a != "--loss"]
     print("| model | factor-1 fit | slowdown fit | factor-1 holdout | slowdown holdout | "

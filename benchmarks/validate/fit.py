@@ -2,6 +2,8 @@
 
     python benchmarks/validate/fit.py predict [--model auto|NAME] [--split all|fit|holdout]
     python benchmarks/validate/fit.py fit [--card h200]   # fit a card's constants on the fit split
+    python benchmarks/validate/fit.py grid --card h100 --option block_progress=on \
+        --grid batch_ns=20000,40000 --jobs 2               # constants by replays (timed options)
     python benchmarks/validate/fit.py report              # validation.csv + figure + error table
 
 Traces come from benchmarks/validate/traces/ (regenerate with
@@ -316,8 +318,8 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
         # the components assume counts that do not depend on the constants; with these
         # options a batch's cost moves the blocks' or the pins' timing, and so the counts
         raise SystemExit(f"fit: the time layer is not linear with {', '.join(timed)} on (its "
-                         "counts depend on time); compare constants with `predict --set` "
-                         "instead")
+                         "counts depend on time); compare constants by replaying them with "
+                         "`grid` instead")
     fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
     if fitruns.empty:
         raise SystemExit(f"no fit-split run on card {card!r}")
@@ -362,9 +364,74 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
             "constants": fitted_constants(theta, batch, a.free)}
 
 
+# `grid`: constants compared by replaying, for options whose counts depend on time
+_GRID: dict = {}
+
+
+def parse_grid(specs: list[str]) -> list[dict[str, float]]:
+    """--grid NAME=V1,V2,... (repeatable) -> every combination, as --set dicts."""
+    axes = []
+    for spec in specs:
+        name, _, vals = spec.partition("=")
+        if name not in BOUNDS or not vals:
+            raise SystemExit(f"--grid {spec!r}: want CONSTANT=V1,V2,... with CONSTANT one of "
+                             f"{', '.join(BOUNDS)}")
+        try:
+            axes.append([(name, float(v)) for v in vals.split(",")])
+        except ValueError:
+            raise SystemExit(f"--grid {spec!r}: {vals!r} are not numbers")
+    points: list[dict[str, float]] = [{}]
+    for ax in axes:
+        points = [{**p, k: v} for p in points for k, v in ax]
+    return points
+
+
+def _grid_point(point: dict[str, float]) -> tuple[float, list[float]]:
+    """The fit-split loss (comp_loss on replayed times) of one grid point."""
+    g = _GRID
+    model_for = model_maker(g["model"], g["options"], {**g["sets"], **point})
+    pred = np.array([replay(r["workload"], r["capacity_bytes"], model_for(r["card"]),
+                            r["card"])["predicted_s"] for _, r in g["runs"].iterrows()])
+    v = comp_loss(np.zeros(0), pred[:, None], g["real"], g["cen"], g["base"])
+    return v, pred.tolist()
+
+
+def grid_card(card: str, runs: pd.DataFrame, a) -> dict:
+    """Every --grid point replayed on `card`'s fit-split runs; the one with the least loss.
+    What `fit` does through linear components, for options (block_progress, thrashing)
+    whose counts move with the constants, so that every point is a replay."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing as mp
+    fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
+    if fitruns.empty:
+        raise SystemExit(f"no fit-split run on card {card!r}")
+    first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
+             if f == 1}
+    options, sets = parse_settings(a.option, a.set)
+    _GRID.update(runs=fitruns, model=a.model, options=options, sets=sets,
+                 real=fitruns["real_s"].to_numpy(), cen=fitruns["censored"].to_numpy(),
+                 base=np.array([first[w] for w in fitruns["workload"]]))
+    points = parse_grid(a.grid)
+    t = time.time()
+    if a.jobs > 1:
+        with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("fork")) as ex:
+            out = list(ex.map(_grid_point, points))
+    else:
+        out = [_grid_point(p) for p in points]
+    rows = [{"point": p, "loss": v, "predicted_s": pr} for p, (v, pr) in zip(points, out)]
+    for r in rows:
+        print(f"{card} {r['point']}: loss {r['loss']:.3f}", flush=True)
+    best = min(rows, key=lambda r: r["loss"])
+    print(f"{card} best {best['point']}: loss {best['loss']:.3f} ({len(rows)} points, "
+          f"{time.time() - t:.0f} s)")
+    return {"split": "fit", "runs": int(len(fitruns)), "options": options, "sets": sets,
+            "workloads": sorted(set(fitruns["workload"])), "best": best["point"],
+            "loss": best["loss"], "points": rows}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("predict", "fit", "report"))
+    ap.add_argument("step", choices=("predict", "fit", "grid", "report"))
     ap.add_argument("--model", default="auto",
                     help="a registered model for every row, or auto: each card's "
                          f"({', '.join(f'{c}: {m}' for c, m in CARD_MODELS.items())})")
@@ -394,6 +461,12 @@ def main() -> int:
                     help="traces recorded on that card (default benchmarks/validate/traces)")
     ap.add_argument("--csv", type=Path, default=None,
                     help="predict: also write the rows (validation.csv's columns) here")
+    ap.add_argument("--grid", action="append", default=[], metavar="CONSTANT=V1,V2,...",
+                    help="grid: values of a constant to replay the fit split with "
+                         "(repeatable: every combination)")
+    ap.add_argument("--jobs", type=int, default=1, help="grid: processes (default 1)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="grid: write every point's loss and predictions here (JSON)")
     a = ap.parse_args()
     global RESULTS, TRACES
     for name, val in (("--results", a.results), ("--traces", a.traces)):
@@ -435,6 +508,16 @@ def main() -> int:
                          **{c: fit_card(c, runs, model_for(c), a) for c in cards}}}
         path.write_text(json.dumps(res, indent=1) + "\n")
         print(json.dumps(res, indent=1))
+    elif a.step == "grid":
+        if not a.grid:
+            raise SystemExit("grid: give at least one --grid CONSTANT=V1,V2,...")
+        if a.jobs < 1:
+            raise SystemExit(f"--jobs {a.jobs}: want 1 or more")
+        cards = [a.card] if a.card else sorted(runs.loc[runs["split"] == "fit", "card"].unique())
+        res = {c: grid_card(c, runs, a) for c in cards}
+        if a.out is not None:
+            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"wrote {a.out}")
     elif a.step == "report":
         df = predict(runs, model_for)
         df.to_csv(RESULTS / "validation.csv", index=False, float_format="%.6g")
