@@ -423,8 +423,8 @@ class Model:
         "first; docs/semantics.md)", choices=FAULT_ORDERS))
     share_units: bool = field(default=False, metadata=setting(
         "--share-units", "bool", "block progress: a stream row coarser than a page stands "
-        "for its thread block's share of the unit's pages (the blocks that touch the unit "
-        "split them in block id order) instead of all of them (docs/semantics.md)"))
+        "for its thread block's share of the unit's pages (from the page it names up to the "
+        "next page another block's row names) instead of all of them (docs/semantics.md)"))
     doc: str = field(default="", compare=False, metadata=no_setting("a preset's description"))
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False,
                                                  metadata=no_setting("provenance of values"))
