@@ -214,8 +214,13 @@ thread_local int t_in_tool = 0;  // >0 while this library itself calls into CUDA
 // streams (UVMTRACE_STREAMS=0 switches them off) and their limits
 bool g_streams_on = true;
 bool g_attrs_on = true;            // UVMTRACE_LAUNCH_ATTRS=0: no launch attributes
-uint64_t g_ent_init = 1u << 20;    // entries of a stream table at first (graph nodes: 1/16)
 uint64_t g_ent_max = 1u << 22;     // UVMTRACE_STREAM_ENTRIES: most entries of one table
+// A launch's table starts at the most: it coarsens its units once half full, and grows only
+// for the launches after one that coarsened, so a smaller first table gave every kernel's
+// first launch coarser units than its later ones (docs/validation.md, "Coarse stream rows
+// shared out"). Graph nodes each hold a table at once: theirs start small and grow.
+uint64_t g_ent_init = 1u << 22;
+uint64_t g_ent_graph_init = 1u << 16;
 uint64_t g_blk_max = 1u << 24;     // UVMTRACE_STREAM_MAX_BLOCKS: most blocks of a streamed grid
 int g_stream_factor = 8;           // UVMTRACE_STREAM_ROWS_FACTOR
 int g_tick_bits = 18;              // UVMTRACE_STREAM_TICK_BITS
@@ -528,8 +533,7 @@ const char* prepare_streams(CUcontext cctx, Slot& s, size_t k, uint64_t n_blocks
   if (!grow_dev(cctx, (void**)&s.d_blk_end, &cap_bytes, n_blocks * 8, hs, true)) return "alloc_failed";
   s.blk_cap = cap_bytes / 8;
   if (s.ent_cap == 0) {
-    // graph nodes each hold a table at once: they start smaller and grow when they need to
-    uint64_t want = k == 0 ? g_ent_init : std::max<uint64_t>(g_ent_init >> 4, 1u << 12);
+    uint64_t want = k == 0 ? g_ent_init : g_ent_graph_init;
     want = std::min<uint64_t>(want, g_ent_max);
     uint32_t bits = 1;
     while ((1ull << bits) < 2 * want) ++bits;  // load factor <= 1/2
@@ -1418,7 +1422,8 @@ int pages_pass_init() {
   g_attrs_on = env_flag("UVMTRACE_LAUNCH_ATTRS", true);
   g_timers_print = env_flag("UVMTRACE_TIMERS", false);
   g_ent_max = std::min<uint64_t>(std::max<uint64_t>(env_u64("UVMTRACE_STREAM_ENTRIES", g_ent_max), 1u << 12), 1ull << 30);
-  g_ent_init = std::min(g_ent_init, g_ent_max);
+  g_ent_init = g_ent_max;
+  g_ent_graph_init = std::min(g_ent_graph_init, g_ent_max);
   g_blk_max = std::min<uint64_t>(env_u64("UVMTRACE_STREAM_MAX_BLOCKS", g_blk_max), 0xFFFFFFF0ull);
   g_stream_factor = (int)std::min<uint64_t>(env_u64("UVMTRACE_STREAM_ROWS_FACTOR", (uint64_t)g_stream_factor), 1u << 20);
   g_tick_bits = (int)std::min<uint64_t>(std::max<uint64_t>(env_u64("UVMTRACE_STREAM_TICK_BITS", (uint64_t)g_tick_bits), 1), 31);
