@@ -108,9 +108,9 @@ def test_off_by_default_and_kernels_without_streams_replay_their_page_set():
     assert_same(run(v11, oversub=2), uvmsim.simulate(v11, oversub=2))
 
 
-def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
-    """Unit 16 KiB: a row is the kernel's access pages in the 4-page window; the block
-    waits until all of them are resident."""
+def two_blocks_at_16k():
+    """One kernel of 2 thread blocks over pages 0-2 and 4-6 of a buffer, its stream at unit
+    16 KiB (4-page windows): block 0 first touches P0, P2 and P4, block 1 P1, P5 and P6."""
     b = TraceBuilder()
     x = b.alloc(4 * MiB, name="x")
     P = [int(p) for p in b.pages(x, 0, 8)]
@@ -118,7 +118,13 @@ def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
                (0, P[2], 10, 2), (1, P[6], 70, 2)]
     b.kernel("k", writes=[P[i] for i in (0, 1, 2, 4, 5, 6)], launch=launch(1, 2, 2),
              duration_ns=5000, touches=touches, stream_unit=14, stream_tick_ns=1)
-    tr = b.build()
+    return b.build()
+
+
+def test_a_coarse_unit_row_stands_for_the_kernels_pages_in_it():
+    """Unit 16 KiB: a row is the kernel's access pages in the 4-page window; the block
+    waits until all of them are resident."""
+    tr = two_blocks_at_16k()
     assert tr.streams.k_unit[0] == 14 and tr.streams.n_rows == 4
     r = run(tr, prefetch="none")
     assert r.summary["faults"] == 6  # each access page once, though 4 rows name 2 of them
@@ -130,14 +136,7 @@ def test_share_units_gives_a_coarse_row_its_blocks_pages():
     """The unit-16 KiB kernel above: block 0 names P0 (and P4), block 1 P1 (and P5) in
     their windows; shared, block 0's row in window 0 spans P0 (up to block 1's P1), block
     1's P1 and P2 (to the window's end); the window 4..7 the same with P4 and P5, P6."""
-    b = TraceBuilder()
-    x = b.alloc(4 * MiB, name="x")
-    P = [int(p) for p in b.pages(x, 0, 8)]
-    touches = [(0, P[0], 0, 2), (0, P[4], 100, 2), (1, P[1], 0, 2), (1, P[5], 50, 2),
-               (0, P[2], 10, 2), (1, P[6], 70, 2)]
-    b.kernel("k", writes=[P[i] for i in (0, 1, 2, 4, 5, 6)], launch=launch(1, 2, 2),
-             duration_ns=5000, touches=touches, stream_unit=14, stream_tick_ns=1)
-    tr = b.build()
+    tr = two_blocks_at_16k()
     arrays = {s: progress_arrays(tr.arrays, tr.streams, launch_arrays(tr), share_units=s)
               for s in (False, True)}
 
