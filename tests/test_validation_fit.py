@@ -188,3 +188,73 @@ def test_grid_replays_each_point_and_keeps_the_least_loss(tmp_path, monkeypatch)
         fit.parse_grid(["batch_ns=1,x"])
     assert fit.parse_grid(["batch_ns=1,2", "fault_ns=3"]) == [
         {"batch_ns": 1.0, "fault_ns": 3.0}, {"batch_ns": 2.0, "fault_ns": 3.0}]
+
+
+def test_probe_runs_join_the_suite_with_their_trace_split_and_capacity(tmp_path, monkeypatch):
+    """`fit.py --probes`: the driver probes' runs of status ok become rows of their card,
+    each replaying its probe's trace (host_read_drain replays host_read_stream's), in the
+    split benchmarks/probes/split.csv gives that trace, at free_bytes less the context."""
+    MiB = 1 << 20
+    (tmp_path / "results").mkdir()
+    cols = dict(censored="false", gpu_fault_records=3, htod_bytes=8 * MiB, dtoh_bytes=0,
+                reserve_bytes=16 * MiB, gpu="NVIDIA H100 80GB HBM3")
+    pd.DataFrame([
+        dict(probe="host_read_stream", trace="host_read_stream", factor=1, status="ok",
+             real_s=0.068, free_bytes=272 * MiB, **cols),
+        dict(probe="host_read_drain", trace="host_read_stream", factor=1.25, status="ok",
+             real_s=0.17, free_bytes=220 * MiB, **cols),
+        dict(probe="evict_order", trace="evict_order", factor=2, status="ok", real_s=0.08,
+             free_bytes=130 * MiB, **cols),
+        dict(probe="evict_order", trace="evict_order", factor=1, status="timeout",
+             real_s=None, free_bytes=260 * MiB, **cols),
+    ]).to_csv(tmp_path / "results" / "probes.csv", index=False)
+    (tmp_path / "split.csv").write_text(
+        "trace,split,why\nhost_read_stream,fit,a\nevict_order,holdout,b\n")
+    monkeypatch.setattr(fit, "PROBES", tmp_path)
+    runs = fit.probe_runs("cuda=4")
+    got = {(r.workload, r.factor): (r.trace, r.split, r.capacity_bytes, r.card)
+           for r in runs.itertuples()}
+    assert got == {("host_read_stream", 1.0): ("host_read_stream", "fit", 268 * MiB, "h100"),
+                   ("host_read_drain", 1.25): ("host_read_stream", "fit", 216 * MiB, "h100"),
+                   ("evict_order", 2.0): ("evict_order", "holdout", 126 * MiB, "h100")}
+    assert not runs["censored"].any() and (runs["faults"] == 3).all()
+    (tmp_path / "split.csv").write_text("trace,split,why\nhost_read_stream,fit,a\n")
+    with pytest.raises(SystemExit, match="misses.*evict_order"):
+        fit.probe_runs("cuda=4")
+
+
+def test_with_durations_takes_the_other_recordings_kernel_times(tmp_path):
+    """benchmarks/probes/with_durations.py: the trace's pages and streams stay, its kernels'
+    durations become the other recording's, the manifest names that card (fit.py's card
+    check reads it), and kernels that differ are refused."""
+    import json
+    import pyarrow.parquet as pq
+    from uvmsim.trace import load_trace, synth
+    spec2 = importlib.util.spec_from_file_location(
+        "with_durations", ROOT / "benchmarks/probes/with_durations.py")
+    wd = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(wd)
+    a, b = tmp_path / "a.uvmtrace", tmp_path / "b.uvmtrace"
+    synth.write("sequential", a, footprint_bytes=4 << 20, kernels=3)
+    synth.write("sequential", b, footprint_bytes=4 << 20, kernels=3)
+    t = pq.read_table(b / "kernels.parquet")
+    dur = [111, 222, 333]
+    t = t.set_column(t.schema.get_field_index("duration_ns"), "duration_ns",
+                     __import__("pyarrow").array(dur, t.schema.field("duration_ns").type))
+    pq.write_table(t, b / "kernels.parquet")
+    m = json.loads((b / "manifest.json").read_text())
+    m.setdefault("source", {})["gpu"] = "NVIDIA H100 80GB HBM3"
+    (b / "manifest.json").write_text(json.dumps(m))
+    out = tmp_path / "out.uvmtrace"
+    wd.with_durations(a, b, out)
+    got, orig = load_trace(out), load_trace(a)
+    assert got.kernels.sort_values("kernel_id")["duration_ns"].tolist() == dur
+    assert orig.kernels["duration_ns"].tolist() != dur
+    import filecmp
+    for f in ("accesses.parquet", "events.parquet", "allocations.parquet"):
+        assert filecmp.cmp(a / f, out / f, shallow=False), f
+    assert got.manifest["source"]["kernel_durations_gpu"] == "NVIDIA H100 80GB HBM3"
+    c = tmp_path / "c.uvmtrace"
+    synth.write("sequential", c, footprint_bytes=4 << 20, kernels=2)
+    with pytest.raises(SystemExit, match="kernel_id"):
+        wd.with_durations(a, c, tmp_path / "x.uvmtrace")

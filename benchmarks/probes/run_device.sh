@@ -10,6 +10,7 @@
 #   CALIBRATE=1 ...                                         # then benchmarks/calibrate too
 #   CALIBRATE=only ...                                      # only the calibration
 #   PROBES=evict_order,partial_16k FACTORS=1.25 ...         # a subset
+#   RECORD_ONLY=1 ...                                       # the traces only (no runs)
 #   DRY_RUN=1 [PYTHON=...] bash benchmarks/probes/run_device.sh   # no GPU: checks the logic
 #
 # Env: DEADLINE_S (default 230: no probe run is started that could end later, counted from
@@ -65,7 +66,8 @@ if [ "${CALIBRATE:-0}" != only ]; then
 
   # ---- the probes (each run has its own timeout; a failing probe does not stop the others)
   $PY benchmarks/probes/probes.py device --out "$OUT" --started-at "$T0" \
-    --deadline-s "${DEADLINE_S:-230}" --factors "${FACTORS:-1,1.25,1.5,2}" \
+    --deadline-s "${DEADLINE_S:-230}" \
+    --factors "$([ "${RECORD_ONLY:-0}" = 1 ] || echo "${FACTORS:-1,1.25,1.5,2}")" \
     --probes "${PROBES:-}" --bin $PB/uvm_probes ${NO_RECORD:+--no-record}
   echo "probes done at $(( $(date +%s) - T0 )) s"
 fi

@@ -18,6 +18,9 @@ PyTorch's own allocations; docs/groundtruth.md). Times compared are kernel times
 sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
 `--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
 traces recorded on that card): its runs are read and its fit.json and validation.csv written.
+`--probes DIR` adds the driver probes' runs (benchmarks/probes/results/probes.csv, runs of
+status ok) as workloads of their card, each named by its probe and replaying its probe's
+trace from DIR, in the split benchmarks/probes/split.csv gave it before its first fit.
 docs/validation.md describes the method and shows the results.
 """
 from __future__ import annotations
@@ -45,6 +48,9 @@ from uvmsim.trace import load_trace  # noqa: E402
 from cards import card_of  # noqa: E402  (benchmarks/validate/cards.py)
 
 TRACES = HERE / "traces"
+PROBES = HERE.parent / "probes"
+#: where a trace not in TRACES is found (--probes)
+TRACE_DIRS: dict[str, Path] = {}
 RESULTS = HERE / "results"
 CSV_COLUMNS = ["workload", "kind", "pattern", "factor", "split", "real_s", "real_censored",
                "real_base_s", "predicted_s", "predicted_base_s", "real_slowdown",
@@ -77,6 +83,7 @@ def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     runs = pd.concat([pd.read_csv(p) for p in paths if p.exists()], ignore_index=True)
     wl = pd.read_csv(HERE / "workloads.csv")[["workload", "pattern"]]
     runs = runs.merge(wl, on="workload")
+    runs["trace"] = runs["workload"]
     runs = runs[runs["real_s"].notna()].copy()
     runs["censored"] = runs["censored"].astype(str).str.lower() == "true"
     gpu = runs["card"] if "card" in runs else pd.Series("", index=runs.index)
@@ -88,6 +95,30 @@ def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     return runs.sort_values(["workload", "card", "factor"]).reset_index(drop=True)
 
 
+def probe_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
+    """The driver probes' runs (benchmarks/probes) as rows of load_runs: workload = the
+    probe, trace = the trace it replays, split from benchmarks/probes/split.csv (by trace),
+    kernel time, CUPTI's counts and the capacity by the same context (CUDA programs)."""
+    p = pd.read_csv(PROBES / "results" / "probes.csv")
+    p = p[p["status"] == "ok"]
+    split = pd.read_csv(PROBES / "split.csv").set_index("trace")["split"]
+    runs = pd.DataFrame({
+        "workload": p["probe"], "trace": p["trace"], "kind": "cuda", "pattern": "probe",
+        "factor": p["factor"].astype(float), "real_s": p["real_s"].astype(float),
+        "censored": p["censored"].astype(str).str.lower() == "true",
+        "faults": p["gpu_fault_records"], "htod_bytes": p["htod_bytes"],
+        "dtoh_bytes": p["dtoh_bytes"], "free_bytes": p["free_bytes"],
+        "reserve_bytes": p["reserve_bytes"], "split": p["trace"].map(split),
+        "card": [card_of(str(g)) for g in p["gpu"]]})
+    if runs["split"].isna().any():
+        raise SystemExit(f"{PROBES / 'split.csv'} misses "
+                         f"{sorted(set(runs.loc[runs['split'].isna(), 'trace']))}")
+    ctx = parse_context(context)
+    runs["capacity_bytes"] = [int(f) - (int(r) if ctx.get("cuda") is None else ctx["cuda"])
+                              for f, r in zip(runs["free_bytes"], runs["reserve_bytes"])]
+    return runs.sort_values(["workload", "card", "factor"]).reset_index(drop=True)
+
+
 _TRACES: dict[str, object] = {}
 
 
@@ -96,13 +127,16 @@ _WARNED: set[tuple[str, str]] = set()
 
 def trace_of(name: str, card: str | None = None):
     if name not in _TRACES:
-        p = TRACES / f"{name}.uvmtrace"
+        p = TRACE_DIRS.get(name, TRACES) / f"{name}.uvmtrace"
         if not p.exists():
             raise SystemExit(f"{p}: missing; record it with "
                              f"STEPS=trace WORKLOADS={name} bash benchmarks/validate/run_device.sh")
         _TRACES[name] = load_trace(p)
     t = _TRACES[name]
-    traced = card_of(str(t.manifest.get("source", {}).get("gpu", "")))
+    src = t.manifest.get("source", {})
+    # a trace whose kernel durations were taken from another recording says whose
+    # (benchmarks/probes/with_durations.py): they are the replay's compute time
+    traced = card_of(str(src.get("kernel_durations_gpu", src.get("gpu", ""))))
     if card is not None and traced != card and (name, card) not in _WARNED:
         # the kernels' durations (the replay's compute time) are the recording card's
         _WARNED.add((name, card))
@@ -129,7 +163,7 @@ def predict(runs: pd.DataFrame, model_for) -> pd.DataFrame:
     rows = []
     for _, r in runs.iterrows():
         m = model_for(r["card"])
-        p = replay(r["workload"], r["capacity_bytes"], m, r["card"])
+        p = replay(r["trace"], r["capacity_bytes"], m, r["card"])
         row = {"workload": r["workload"], "kind": r["kind"], "pattern": r["pattern"],
                "factor": r["factor"], "split": r["split"], "real_s": r["real_s"],
                "real_censored": bool(r["censored"]), "real_faults": r["faults"],
@@ -139,10 +173,10 @@ def predict(runs: pd.DataFrame, model_for) -> pd.DataFrame:
         if r["htod_bytes"] == r["htod_bytes"]:
             # CUPTI's counts are lower bounds (docs/model.md, 8): beside them, what the run
             # must have moved
-            if r["workload"] not in _BOUNDS:
-                _BOUNDS[r["workload"]] = trace_bounds(trace_of(r["workload"]))
+            if r["trace"] not in _BOUNDS:
+                _BOUNDS[r["trace"]] = trace_bounds(trace_of(r["trace"]))
             row["required_htod_bytes"], row["required_dtoh_bytes"] = required_traffic(
-                _BOUNDS[r["workload"]], int(r["free_bytes"]))
+                _BOUNDS[r["trace"]], int(r["free_bytes"]))
         rows.append(row)
     df = pd.DataFrame(rows)
     for c in ("required_htod_bytes", "required_dtoh_bytes"):
@@ -214,8 +248,9 @@ def components(runs: pd.DataFrame, base) -> np.ndarray:
     benchmarks/out/ by the runs, the traces' sizes and the model."""
     import hashlib
     key = hashlib.sha256(json.dumps([runs[["workload", "card", "capacity_bytes"]].values.tolist(),
-                                     [(TRACES / f"{w}.uvmtrace" / "accesses.parquet").stat()
-                                      .st_size for w in runs["workload"]],
+                                     [(TRACE_DIRS.get(w, TRACES) / f"{w}.uvmtrace" /
+                                       "accesses.parquet").stat().st_size
+                                      for w in runs["trace"]],
                                      base.to_dict()], default=str).encode()).hexdigest()[:16]
     cache = HERE.parents[1] / "benchmarks" / "out" / f"validate_components_{key}.npy"
     if cache.exists():
@@ -224,7 +259,7 @@ def components(runs: pd.DataFrame, base) -> np.ndarray:
     for j, which in enumerate(("compute",) + LINEAR):
         m = unit_model(base, which)
         for i, (_, r) in enumerate(runs.iterrows()):
-            out[i, j] = replay(r["workload"], r["capacity_bytes"], m, r["card"])["predicted_s"]
+            out[i, j] = replay(r["trace"], r["capacity_bytes"], m, r["card"])["predicted_s"]
     out[:, 1:] -= out[:, :1]
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, out)
@@ -390,7 +425,7 @@ def _grid_point(point: dict[str, float]) -> tuple[float, list[float]]:
     """The fit-split loss (comp_loss on replayed times) of one grid point."""
     g = _GRID
     model_for = model_maker(g["model"], g["options"], {**g["sets"], **point})
-    pred = np.array([replay(r["workload"], r["capacity_bytes"], model_for(r["card"]),
+    pred = np.array([replay(r["trace"], r["capacity_bytes"], model_for(r["card"]),
                             r["card"])["predicted_s"] for _, r in g["runs"].iterrows()])
     v = comp_loss(np.zeros(0), pred[:, None], g["real"], g["cen"], g["base"])
     return v, pred.tolist()
@@ -459,6 +494,10 @@ def main() -> int:
                          "its real_runs.csv is read and its fit.json/validation.csv written")
     ap.add_argument("--traces", type=Path, default=None,
                     help="traces recorded on that card (default benchmarks/validate/traces)")
+    ap.add_argument("--probes", type=Path, default=None, metavar="TRACES_DIR",
+                    help="add the driver probes' runs as workloads, their traces from this "
+                         "folder (benchmarks/probes/traces: v1.1; v1.2 ones for "
+                         "block_progress)")
     ap.add_argument("--csv", type=Path, default=None,
                     help="predict: also write the rows (validation.csv's columns) here")
     ap.add_argument("--grid", action="append", default=[], metavar="CONSTANT=V1,V2,...",
@@ -475,6 +514,15 @@ def main() -> int:
     RESULTS = (a.results or RESULTS).resolve()
     TRACES = (a.traces or TRACES).resolve()
     runs = load_runs(a.context)
+    if a.probes is not None:
+        if not a.probes.is_dir():
+            raise SystemExit(f"--probes {a.probes}: not a folder")
+        pr = probe_runs(a.context)
+        for t in set(pr["trace"]):
+            if not (a.probes / f"{t}.uvmtrace").is_dir():
+                raise SystemExit(f"--probes {a.probes}: no {t}.uvmtrace")
+            TRACE_DIRS[t] = a.probes.resolve()
+        runs = pd.concat([runs, pr], ignore_index=True)
     if a.card is not None:
         runs = runs[runs["card"] == a.card]
     if a.workloads is not None:
