@@ -99,6 +99,30 @@ def test_device_runs_every_probe_keeps_failures_and_resumes(fake):
     assert "failed" in table and "f1.5" not in table
 
 
+def test_runs_without_counters_ask_for_none_and_keep_no_records(fake, monkeypatch):
+    """--no-counters: the same runs with CUPTI's counters off (the kernel times alone): the
+    runner is asked for none and no raw records are kept; the rows are assembled as ever."""
+    import uvmsim.groundtruth as gt
+    asked = []
+    real_run = gt.run
+
+    def spy(cmd, **kw):
+        asked.append((kw["counters"], kw["keep_raw"]))
+        return real_run(cmd, **kw)
+    monkeypatch.setattr(gt, "run", spy)
+    fake["out"].mkdir()
+    for counters in (False, True):
+        probes.device(fake["out"], [1.0], [probes.BY_NAME["host_read_stream"]],
+                      deadline_s=600, started_at=time.time(), record=False,
+                      binary=fake["exe"], lib=fake["lib"], work=fake["work"] / str(counters),
+                      grace_s=5, counters=counters)
+        p = pd.read_csv(fake["out"] / "results" / "probes.csv")
+        assert list(zip(p.probe, p.status)) == [("host_read_stream", "ok")]
+        assert len(pd.read_csv(fake["out"] / "results" / "kernels.csv")) == 2
+    assert asked[0] == (False, None)
+    assert asked[1][0] is True and str(asked[1][1]).endswith("raw/host_read_stream__f1")
+
+
 def test_device_starts_nothing_past_its_deadline(fake, capsys):
     fake["out"].mkdir()
     probes.device(fake["out"], [1.5], [probes.BY_NAME["gpu_read"]], deadline_s=5,

@@ -201,9 +201,11 @@ def block_summary(raw: Path, label: str, work: Path) -> None:
 
 
 def run_one(binary: Path, probe: Probe, factor: float, work: Path, lib: str | None,
-            grace_s: float) -> dict[str, Any]:
+            grace_s: float, counters: bool = True) -> dict[str, Any]:
     """One `uvmsim run` of a probe; the result JSON with the probe's name, its log's facts
-    and a status (ok, censored, failed, refused, error) is written to work/runs/."""
+    and a status (ok, censored, failed, refused, error) is written to work/runs/. Without
+    `counters` the run collects no CUPTI records (its kernel times are then the program's
+    own: the records' collection slows fault service; docs/validation.md)."""
     from uvmsim.groundtruth import RunError, run
     name = key(probe.name, factor)
     logf = work / "logs" / f"{name}.log"
@@ -219,7 +221,8 @@ def run_one(binary: Path, probe: Probe, factor: float, work: Path, lib: str | No
     try:
         fp = footprint(binary, probe)
         r = run(cmd, factor=factor, footprint=fp, timeout_s=probe.timeout_s, lib=lib,
-                counters=True, keep_raw=raw, extra_env=env, reserve=RESERVE, grace_s=grace_s)
+                counters=counters, keep_raw=raw if counters else None, extra_env=env,
+                reserve=RESERVE, grace_s=grace_s)
         res.update(r)  # (its "trace" is None: the footprint is given, not read from a trace)
         res["status"] = ("censored" if r["censored"] else
                          "ok" if r["exit_status"] == 0 else "failed")
@@ -247,7 +250,7 @@ def run_one(binary: Path, probe: Probe, factor: float, work: Path, lib: str | No
 
 def device(out: Path, factors: list[float], probes: list[Probe], deadline_s: float,
            started_at: float, record: bool, binary: Path, lib: str | None = None,
-           work: Path = WORK, grace_s: float = 10.0) -> int:
+           work: Path = WORK, grace_s: float = 10.0, counters: bool = True) -> int:
     for d in ("runs", "logs", "raw", "traces"):
         (work / d).mkdir(parents=True, exist_ok=True)
 
@@ -271,7 +274,7 @@ def device(out: Path, factors: list[float], probes: list[Probe], deadline_s: flo
             if left_s() < p.timeout_s + grace_s + 5:
                 not_done.append(key(p.name, f))
                 continue
-            run_one(binary, p, f, work, lib, grace_s)
+            run_one(binary, p, f, work, lib, grace_s, counters)
     log("not done (deadline; call again to resume): "
         + (", ".join(not_done) if not_done else "nothing"))
     assemble(work, out)
@@ -548,6 +551,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="epoch seconds the deadline counts from (default: now)")
     d.add_argument("--no-record", action="store_true", help="make no traces")
     d.add_argument("--bin", default=str(BIN))
+    d.add_argument("--no-counters", action="store_true",
+                   help="runs without CUPTI's counters: the kernel times alone (work folder "
+                        "benchmarks/out/probes_quiet unless --work)")
+    d.add_argument("--work", default=None, help=f"runs, logs and traces (default {WORK})")
     a = sub.add_parser("assemble")
     a.add_argument("work", nargs="?", default=str(WORK))
     a.add_argument("--out")
@@ -567,9 +574,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--factors {args.factors!r}: expected numbers separated by commas")
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        work = Path(args.work) if args.work else (
+            WORK.with_name("probes_quiet") if args.no_counters else WORK)
         return device(out, factors, [BY_NAME[n] for n in names] if names else list(PROBES),
                       args.deadline_s, args.started_at or time.time(), not args.no_record,
-                      Path(args.bin))
+                      Path(args.bin), work=work, counters=not args.no_counters)
     if args.cmd == "assemble":
         assemble(Path(args.work), Path(args.out) if args.out else None)
         return 0

@@ -11,6 +11,7 @@
 #   CALIBRATE=only ...                                      # only the calibration
 #   PROBES=evict_order,partial_16k FACTORS=1.25 ...         # a subset
 #   RECORD_ONLY=1 ...                                       # the traces only (no runs)
+#   NO_COUNTERS=1 NO_RECORD=1 ...                           # runs without CUPTI's counters
 #   DRY_RUN=1 [PYTHON=...] bash benchmarks/probes/run_device.sh   # no GPU: checks the logic
 #
 # Env: DEADLINE_S (default 230: no probe run is started that could end later, counted from
@@ -68,7 +69,8 @@ if [ "${CALIBRATE:-0}" != only ]; then
   $PY benchmarks/probes/probes.py device --out "$OUT" --started-at "$T0" \
     --deadline-s "${DEADLINE_S:-230}" \
     --factors "$([ "${RECORD_ONLY:-0}" = 1 ] || echo "${FACTORS:-1,1.25,1.5,2}")" \
-    --probes "${PROBES:-}" --bin $PB/uvm_probes ${NO_RECORD:+--no-record}
+    --probes "${PROBES:-}" --bin $PB/uvm_probes ${NO_RECORD:+--no-record} \
+    ${NO_COUNTERS:+--no-counters}
   echo "probes done at $(( $(date +%s) - T0 )) s"
 fi
 

@@ -18,8 +18,8 @@ PyTorch's own allocations; docs/groundtruth.md). Times compared are kernel times
 sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
 `--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
 traces recorded on that card): its runs are read and its fit.json and validation.csv written.
-`--probes DIR` adds the driver probes' runs (benchmarks/probes/results/probes.csv, runs of
-status ok) as workloads of their card, each named by its probe and replaying its probe's
+`--probes DIR` adds the driver probes' runs (benchmarks/probes/results/probes.csv or
+`--probe-runs CSV`, runs of status ok) as workloads of their card, each named by its probe and replaying its probe's
 trace from DIR, in the split benchmarks/probes/split.csv gave it before its first fit.
 docs/validation.md describes the method and shows the results.
 """
@@ -95,11 +95,11 @@ def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     return runs.sort_values(["workload", "card", "factor"]).reset_index(drop=True)
 
 
-def probe_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
+def probe_runs(context: str = DEFAULT_CONTEXT, path: Path | None = None) -> pd.DataFrame:
     """The driver probes' runs (benchmarks/probes) as rows of load_runs: workload = the
     probe, trace = the trace it replays, split from benchmarks/probes/split.csv (by trace),
     kernel time, CUPTI's counts and the capacity by the same context (CUDA programs)."""
-    p = pd.read_csv(PROBES / "results" / "probes.csv")
+    p = pd.read_csv(path or PROBES / "results" / "probes.csv")
     p = p[p["status"] == "ok"]
     split = pd.read_csv(PROBES / "split.csv").set_index("trace")["split"]
     runs = pd.DataFrame({
@@ -498,6 +498,9 @@ def main() -> int:
                     help="add the driver probes' runs as workloads, their traces from this "
                          "folder (benchmarks/probes/traces: v1.1; v1.2 ones for "
                          "block_progress)")
+    ap.add_argument("--probe-runs", type=Path, default=None, metavar="CSV",
+                    help="with --probes: the probes' runs (default "
+                         "benchmarks/probes/results/probes.csv, the H100's)")
     ap.add_argument("--csv", type=Path, default=None,
                     help="predict: also write the rows (validation.csv's columns) here")
     ap.add_argument("--grid", action="append", default=[], metavar="CONSTANT=V1,V2,...",
@@ -517,7 +520,7 @@ def main() -> int:
     if a.probes is not None:
         if not a.probes.is_dir():
             raise SystemExit(f"--probes {a.probes}: not a folder")
-        pr = probe_runs(a.context)
+        pr = probe_runs(a.context, a.probe_runs)
         for t in set(pr["trace"]):
             if not (a.probes / f"{t}.uvmtrace").is_dir():
                 raise SystemExit(f"--probes {a.probes}: no {t}.uvmtrace")
