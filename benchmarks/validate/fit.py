@@ -19,8 +19,9 @@ sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
 `--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
 traces recorded on that card): its runs are read and its fit.json and validation.csv written.
 `--probes DIR` adds the driver probes' runs (benchmarks/probes/results/probes.csv or
-`--probe-runs CSV`, runs of status ok) as workloads of their card, each named by its probe and replaying its probe's
-trace from DIR, in the split benchmarks/probes/split.csv gave it before its first fit.
+`--probe-runs CSV`, runs of status ok) as workloads of their card, each named by its probe
+and replaying its probe's trace from DIR, in the split benchmarks/probes/split.csv gave it
+before its first fit.
 docs/validation.md describes the method and shows the results.
 """
 from __future__ import annotations
