@@ -227,7 +227,9 @@ def test_with_durations_takes_the_other_recordings_kernel_times(tmp_path):
     """benchmarks/probes/with_durations.py: the trace's pages and streams stay, its kernels'
     durations become the other recording's, the manifest names that card (fit.py's card
     check reads it), and kernels that differ are refused."""
+    import filecmp
     import json
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from uvmsim.trace import load_trace, synth
     spec2 = importlib.util.spec_from_file_location(
@@ -240,7 +242,7 @@ def test_with_durations_takes_the_other_recordings_kernel_times(tmp_path):
     t = pq.read_table(b / "kernels.parquet")
     dur = [111, 222, 333]
     t = t.set_column(t.schema.get_field_index("duration_ns"), "duration_ns",
-                     __import__("pyarrow").array(dur, t.schema.field("duration_ns").type))
+                     pa.array(dur, t.schema.field("duration_ns").type))
     pq.write_table(t, b / "kernels.parquet")
     m = json.loads((b / "manifest.json").read_text())
     m.setdefault("source", {})["gpu"] = "NVIDIA H100 80GB HBM3"
@@ -250,7 +252,6 @@ def test_with_durations_takes_the_other_recordings_kernel_times(tmp_path):
     got, orig = load_trace(out), load_trace(a)
     assert got.kernels.sort_values("kernel_id")["duration_ns"].tolist() == dur
     assert orig.kernels["duration_ns"].tolist() != dur
-    import filecmp
     for f in ("accesses.parquet", "events.parquet", "allocations.parquet"):
         assert filecmp.cmp(a / f, out / f, shallow=False), f
     assert got.manifest["source"]["kernel_durations_gpu"] == "NVIDIA H100 80GB HBM3"

@@ -20,7 +20,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -49,6 +48,10 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     src, dur, out = (Path(x) for x in argv)
+    for name, d in (("SRC_DIR", src), ("DURATIONS_DIR", dur)):
+        if not d.is_dir():
+            print(f"{name} {d}: not a folder", file=sys.stderr)
+            return 2
     out.mkdir(parents=True, exist_ok=True)
     n = 0
     for d in sorted(src.glob("*.uvmtrace")):

@@ -123,12 +123,17 @@ def probe_runs(context: str = DEFAULT_CONTEXT, path: Path | None = None) -> pd.D
 _TRACES: dict[str, object] = {}
 
 
+def trace_path(name: str) -> Path:
+    """Where trace `name` is: TRACES, or the folder --probes gave for a probe's trace."""
+    return TRACE_DIRS.get(name, TRACES) / f"{name}.uvmtrace"
+
+
 _WARNED: set[tuple[str, str]] = set()
 
 
 def trace_of(name: str, card: str | None = None):
     if name not in _TRACES:
-        p = TRACE_DIRS.get(name, TRACES) / f"{name}.uvmtrace"
+        p = trace_path(name)
         if not p.exists():
             raise SystemExit(f"{p}: missing; record it with "
                              f"STEPS=trace WORKLOADS={name} bash benchmarks/validate/run_device.sh")
@@ -249,8 +254,7 @@ def components(runs: pd.DataFrame, base) -> np.ndarray:
     benchmarks/out/ by the runs, the traces' sizes and the model."""
     import hashlib
     key = hashlib.sha256(json.dumps([runs[["workload", "card", "capacity_bytes"]].values.tolist(),
-                                     [(TRACE_DIRS.get(w, TRACES) / f"{w}.uvmtrace" /
-                                       "accesses.parquet").stat().st_size
+                                     [(trace_path(w) / "accesses.parquet").stat().st_size
                                       for w in runs["trace"]],
                                      base.to_dict()], default=str).encode()).hexdigest()[:16]
     cache = HERE.parents[1] / "benchmarks" / "out" / f"validate_components_{key}.npy"
@@ -518,9 +522,13 @@ def main() -> int:
     RESULTS = (a.results or RESULTS).resolve()
     TRACES = (a.traces or TRACES).resolve()
     runs = load_runs(a.context)
+    if a.probe_runs is not None and a.probes is None:
+        raise SystemExit("--probe-runs: give --probes TRACES_DIR too")
     if a.probes is not None:
         if not a.probes.is_dir():
             raise SystemExit(f"--probes {a.probes}: not a folder")
+        if a.probe_runs is not None and not a.probe_runs.is_file():
+            raise SystemExit(f"--probe-runs {a.probe_runs}: not a file")
         pr = probe_runs(a.context, a.probe_runs)
         for t in set(pr["trace"]):
             if not (a.probes / f"{t}.uvmtrace").is_dir():
