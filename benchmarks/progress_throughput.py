@@ -1,6 +1,7 @@
 """Block-page events per second and ns per fault of the progress front-end (block_progress).
 
     PYTHONPATH=src python benchmarks/progress_throughput.py [--mib 1024] [--reps 3]
+    PYTHONPATH=src python benchmarks/progress_throughput.py --variants [--mib 256]
 
 A block-page event is one page of one stream row passed by its thread block (the sum over
 a kernel's stream rows of the access pages each stands for); retries after a stall are
@@ -9,7 +10,9 @@ extra work not counted, so the rate is a lower bound. The trace is synth grid_st
 `--mib` MiB; each is replayed at factors 1, 1.5 and 3 with density + lru2m, best of
 `--reps` after a warm-up that compiles the engine, pinned to one core. `prepare` is the
 Python part of a replay (checks, state, the front-end's arrays); `replay` the compiled
-event loop; the rates are of replay.
+event loop; the rates are of replay. `--variants`: the grid-stride fill at factor 1 replayed
+with one setting changed at a time (what the replay time follows: batches, the eviction
+policy's hits, the resident blocks).
 """
 from __future__ import annotations
 
@@ -38,9 +41,9 @@ def events(t) -> int:
     return int((a["fe_rhi"] - a["fe_rlo"])[rows].sum())
 
 
-def once(t, f: float) -> tuple[float, float, dict]:
+def once(t, f: float, **settings) -> tuple[float, float, dict]:
     t0 = time.perf_counter()
-    run = prepare(t, oversub=f, block_progress=True)
+    run = prepare(t, oversub=f, block_progress=True, **settings)
     t1 = time.perf_counter()
     eng = engine_for(run.pf, run.ev, frontend=frontend_of(run.model))
     eng.replay(run.pst, run.est, run.state, engine_trace(run.arrays), run.fault_batch_size)
@@ -52,9 +55,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--variants", action="store_true",
+                   help="the grid-stride fill at factor 1 with one setting changed at a time")
     a = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    if a.variants:
+        variants(a)
+        return
     print(f"# {platform.processor() or platform.machine()}, one core; density + lru2m")
     print("| trace | factor | block-page events | faults | prepare s | replay s | "
           "M events/s | ns/fault |")
@@ -70,6 +78,27 @@ def main() -> None:
             nf = s["faults"]
             print(f"| {kind} {a.mib} MiB | {f} | {n:,} | {nf:,} | {prep:.3f} | {rep:.3f} | "
                   f"{n / rep / 1e6:.1f} | {rep * 1e9 / max(nf, 1):,.0f} |")
+
+
+def variants(a) -> None:
+    print(f"# {platform.processor() or platform.machine()}, one core; grid_stride_fill "
+          f"{a.mib} MiB, factor 1, best of {a.reps}")
+    print("| variant | resident slots | block-page events | faults | batches | replay s |")
+    print("|---|---|---|---|---|---|")
+    # (name, SMs, settings): 8 resident blocks per SM, so 132 SMs hold 1,056 of the 2,048
+    cases = [("density + lru2m", 132, {}),
+             ("fault_latency_ns 50 us", 132, {"fault_latency_ns": 50000}),
+             ("prefetch none", 132, {"prefetch": "none"}),
+             ("evict fifo2m", 132, {"evict": "fifo2m"}),
+             ("store_ahead 16, fault_order age", 132, {"store_ahead": 16, "fault_order": "age"}),
+             ("16 SMs", 16, {})]
+    for name, sms, kw in cases:
+        t = synth.make("grid_stride_fill", footprint_bytes=a.mib * MiB, grid=2048, block=256,
+                       sm_count=sms, max_blocks_per_sm=8)
+        once(t, 1.0, **kw)  # compile
+        _, rep, s = min((once(t, 1.0, **kw) for _ in range(a.reps)), key=lambda x: x[1])
+        print(f"| {name} | {min(sms * 8, 2048):,} | {events(t):,} | {s['faults']:,} | "
+              f"{s['fault_batches']:,} | {rep:.3f} |")
 
 
 if __name__ == "__main__":
