@@ -7,7 +7,7 @@
 #   STEPS=trace,probes,grid,best OUT=... bash benchmarks/validate/progress_device.sh
 #
 # Steps (STEPS, comma-separated; default trace,predict):
-#   trace    the suite's traces (run_device.sh STEPS=trace: resumes, skips traces already there)
+#   trace    the suite's traces (run_device.sh STEPS=trace), every workload recorded again
 #   probes   the driver probes' v1.2 traces (benchmarks/probes/run_device.sh RECORD_ONLY=1)
 #   predict  every H200 row replayed with page sets and with the progress front-end at
 #            PROGRESS_SETS: one process per workload and model; rows to $WORK/rows/
@@ -16,8 +16,9 @@
 #   latency  every row (suite and probes) with the progress front-end at PROGRESS_SETS and
 #            each fault latency of LATENCIES (ns, comma-separated): rows to rows/lat_N/
 #            (LAT_PARTS=suite or probes: only those rows)
-# Env: WORKLOADS (only these: traced, predicted), DEADLINE_S (default 560: no replay step is started after it, counted from this
-# script's start), TRACE_DEADLINE_S (default 330), JOBS (default: the cores).
+# Env: WORKLOADS (only these, comma-separated: traced and replayed), DEADLINE_S (default
+# 560: no replay is started after it, counted from this script's start), TRACE_DEADLINE_S
+# (default 330), JOBS (default: the cores), PROGRESS_SETS, GRID, LATENCIES.
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
@@ -47,7 +48,7 @@ PROBE_RUNS=benchmarks/probes/results/h200/quiet/probes.csv
 BASE="--card h200 --option shared_windows=on --option partial_blocks=on"
 PROGRESS="--option block_progress=on --option store_ahead=16 --option fault_order=age --option share_units=on"
 PROGRESS_SETS=${PROGRESS_SETS:---set batch_ns=80000 --set zero_fill_ns=300 --set migrate_page_ns=128}
-LATENCIES=${LATENCIES:-5000,10000,20000}
+LATENCIES=${LATENCIES:-5000,15000,40000}
 GRID=${GRID:---grid batch_ns=30000,80000,137000 --grid zero_fill_ns=131.2,300 --grid migrate_page_ns=0,128,256}
 
 if has trace; then
@@ -75,6 +76,9 @@ predict_all() {  # NAME EXTRA_ARGS WORKLOADS...
       --workloads {} --csv '"$WORK/rows/$name"'/{}.csv > '"$WORK/logs/$name"'_{}.log 2>&1
     echo "'"$name"' {} rc=$? $(( $(date +%s) - t )) s"'
 }
+probe_names() {  # the probes whose runs in PROBE_RUNS ended ok
+  $PY -c "import csv; print(' '.join(sorted({r['probe'] for r in csv.DictReader(open('$PROBE_RUNS')) if r['status'] == 'ok'})))"
+}
 suite_workloads() {
   $PY - <<'EOF'
 import csv, pathlib
@@ -89,7 +93,7 @@ if has predict; then
   W=${WORKLOADS:-$(suite_workloads)}
   W=${W//,/ }
   echo "predict: $W"
-  # both models' jobs in one pool: the progress replays are the long ones, so they go first
+  # the two models' pools side by side: the page-set replays are short and fill the gaps
   ( predict_all progress "$PROGRESS $PROGRESS_SETS" $W ) & P1=$!
   ( predict_all page_sets "" $W ) & P2=$!
   wait $P1 $P2   # not a bare wait: it would wait for the log's tee too
@@ -104,7 +108,7 @@ fi
 if has best; then
   SETS=$($PY -c "import json; b=json.load(open('$WORK/grid.json'))['h200']['best']; print(' '.join(f'--set {k}={v}' for k, v in b.items()))")
   echo "best: $SETS"
-  W="${WORKLOADS:-$(suite_workloads) $($PY -c "import csv; print(' '.join(sorted({r['probe'] for r in csv.DictReader(open('$PROBE_RUNS')) if r['status'] == 'ok'})))")}"
+  W="${WORKLOADS:-$(suite_workloads) $(probe_names)}"
   W=${W//,/ }
   predict_all best "$PROGRESS $SETS --probes $PROBE_TRACES --probe-runs $PROBE_RUNS" $W
   echo "best done at $(( $(date +%s) - T0 )) s"
@@ -112,7 +116,7 @@ fi
 if has latency; then
   W=${WORKLOADS:-$(suite_workloads)}
   W=${W//,/ }
-  PW=$($PY -c "import csv; print(' '.join(sorted({r['probe'] for r in csv.DictReader(open('$PROBE_RUNS')) if r['status'] == 'ok'})))")
+  PW=$(probe_names)
   # the suite's rows at every latency first, then the probes' (the deadline may cut those)
   for L in ${LATENCIES//,/ }; do
     [[ "${LAT_PARTS:-suite,probes}" == *suite* ]] || break
@@ -124,6 +128,6 @@ if has latency; then
   done
   echo "latency done at $(( $(date +%s) - T0 )) s"
 fi
-# what comes back: the rows and logs in one tarball, the summary beside it
+# what comes back: the rows and logs in one tarball, and log.txt
 tar czf "$OUT/rows.tgz" -C "$WORK" rows logs $(cd "$WORK" && ls footprints.csv grid.json 2>/dev/null)
 echo "total $(( $(date +%s) - T0 )) s"
