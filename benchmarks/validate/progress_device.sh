@@ -43,6 +43,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.free --format=csv
 V=benchmarks/validate
 PROBE_TRACES=benchmarks/out/probes/traces
 PROBE_RUNS=benchmarks/probes/results/h200/quiet/probes.csv
+PROBES="--probes $PROBE_TRACES --probe-runs $PROBE_RUNS"  # the probes' runs as workloads
 # the page-set replay every row shares: small allocations share windows, partial blocks
 # take fewer chunks (docs/model.md)
 BASE="--card h200 --option shared_windows=on --option partial_blocks=on"
@@ -101,7 +102,7 @@ if has predict; then
 fi
 if has grid; then
   t=$(date +%s)
-  timeout $(left) $PY $V/fit.py grid $BASE $PROGRESS --probes $PROBE_TRACES --probe-runs $PROBE_RUNS \
+  timeout $(left) $PY $V/fit.py grid $BASE $PROGRESS $PROBES \
     --jobs "$JOBS" $GRID --out "$WORK/grid.json" > "$WORK/logs/grid.log" 2>&1
   echo "grid rc=$? $(( $(date +%s) - t )) s"; tail -3 "$WORK/logs/grid.log"
 fi
@@ -110,7 +111,7 @@ if has best; then
   echo "best: $SETS"
   W="${WORKLOADS:-$(suite_workloads) $(probe_names)}"
   W=${W//,/ }
-  predict_all best "$PROGRESS $SETS --probes $PROBE_TRACES --probe-runs $PROBE_RUNS" $W
+  predict_all best "$PROGRESS $SETS $PROBES" $W
   echo "best done at $(( $(date +%s) - T0 )) s"
 fi
 if has latency; then
@@ -124,7 +125,7 @@ if has latency; then
   done
   for L in ${LATENCIES//,/ }; do
     [[ "${LAT_PARTS:-suite,probes}" == *probes* ]] || break
-    predict_all "lat_$L" "$PROGRESS $PROGRESS_SETS --option fault_latency_ns=$L --probes $PROBE_TRACES --probe-runs $PROBE_RUNS" $PW
+    predict_all "lat_$L" "$PROGRESS $PROGRESS_SETS --option fault_latency_ns=$L $PROBES" $PW
   done
   echo "latency done at $(( $(date +%s) - T0 )) s"
 fi
