@@ -360,13 +360,43 @@ def test_memset_zero_fills_and_dtoh_dtod_sync_do_nothing():
     x = b.alloc(2 * MiB)
     b.memset(b.base(x), 5 * PAGE)
     b.memcpy_dtoh(b.base(x), 2 * MiB)
-    b._event("memcpy_dtod", addr=b.base(x), size=2 * MiB)
+    b.memcpy_dtod(b.base(x), 2 * MiB)
     b.sync()
     b.kernel("k", reads=b.pages(x)[:6])
     r = run(b, prefetch="none")
     assert r.summary["zero_fill_pages"] == 6       # 5 memset + 1 fault
     assert r.summary["faults"] == 1
     assert r.summary["htod_bytes"] == 0 and r.summary["dtoh_bytes_evict"] == 0
+
+
+def test_device_copies_make_a_dtod_destination_resident_as_a_fault_would():
+    # option device_copies (docs/semantics.md): the copy engine's faults on the destination
+    # are serviced as a GPU fault's, outside any kernel: unpopulated pages zero-filled,
+    # populated ones (here evicted earlier) copied in as demand; no fault is counted
+    b = TraceBuilder()
+    x, y = b.alloc(2 * MiB), b.alloc(2 * MiB)
+    b.kernel("w", writes=b.pages(x)[:3])                       # x: 3 pages populated
+    b.kernel("evict", writes=b.pages(y)[:1])                   # capacity 1: x evicted
+    b.memcpy_dtod(b.base(x), 5 * PAGE)                         # 3 populated + 2 new
+    b.kernel("r", reads=b.pages(x)[:5])
+    off = run(b, capacity_chunks=1, prefetch="none")
+    on = run(b, capacity_chunks=1, prefetch="none", device_copies=True)
+    assert off.kernels["faults"].tolist() == [3, 1, 5]
+    assert on.kernels["faults"].tolist() == [3, 1, 0]
+    assert on.outside_kernels["htod_bytes_demand"] == 3 * PAGE
+    assert on.outside_kernels["zero_fill_pages"] == 2
+    # the copy took y's chunk back (one more eviction than without it, where r did)
+    assert on.summary["evicted_chunks"] == off.summary["evicted_chunks"] == 2
+    assert on.kernels["htod_bytes_demand"].tolist() == [0, 0, 0]
+
+
+def test_device_copies_off_keeps_the_contract_counts():
+    b = TraceBuilder()
+    x = b.alloc(4 * MiB)
+    b.memcpy_dtod(b.base(x) + MiB, 2 * MiB)
+    b.kernel("k", reads=b.pages(x))
+    a, c = run(b), run(b, device_copies=False)
+    assert a.summary == c.summary and a.summary["faults"] == 1024
 
 
 def test_memcpy_can_evict():

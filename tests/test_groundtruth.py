@@ -289,3 +289,14 @@ def test_traffic_every_run_must_have_moved():
     # 2 pages of memory: k2 finds at most 2 of its 4 GPU pages resident, so 2 come back in;
     # k1 cannot keep its 4, k2 its 10: 2 + 8 pages evicted
     assert required_traffic(bd, 2 * 4096) == (6 * 4096, 10 * 4096)
+
+
+def test_traffic_counts_a_device_copy_destination_as_on_the_gpu():
+    # the CPU wrote 4 pages; a device-to-device copy then wrote 3 of them (the copy engine
+    # faults them onto the GPU: docs/model.md, item 10), so k finds 1 on the host
+    b = TraceBuilder()
+    x = b.alloc(2 * MiB)
+    b.host_access(b.base(x), 4 * 4096, "write")
+    b.memcpy_dtod(b.base(x), 3 * 4096)
+    b.kernel("k", reads=b.pages(x, 0, 4))
+    assert trace_bounds(b.build())[["U", "H", "G"]].values.tolist() == [[4, 1, 3]]

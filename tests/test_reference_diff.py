@@ -64,6 +64,8 @@ def test_engine_equals_reference(pf, ev, prog, kw):
 options = st.fixed_dictionaries({
     "slices": st.booleans(),
     "host_access": st.booleans(),
+    # device-to-device copies make their destinations resident (programs draw memcpy_dtod)
+    "device_copies": st.booleans(),
     # threshold 0: a page's second fault within 10 ms is throttled, its third pinned
     "thrashing": st.sampled_from([False, True, {"threshold": 0.0, "pin_threshold": 1.0,
                                                 "lapse_us": 10_000.0, "nap_us": 30.0,

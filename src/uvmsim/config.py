@@ -344,8 +344,9 @@ class Model:
     Keyword arguments of `simulate` that name a field override it (`get_model`).
 
     Options (docs/semantics.md has their exact rules): `slices` replays kernels in v1.1
-    time-slice passes; `host_access` applies v1.1 host_access events; `thrashing` the
-    driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
+    time-slice passes; `host_access` applies v1.1 host_access events; `device_copies`
+    makes a memcpy_dtod's destination resident as the copy engine's faults do; `thrashing`
+    the driver's throttle/pin (`thrashing_params` override THRASHING_DEFAULTS); `small_blocks`
     charges a VA block smaller than 2 MiB only its own pages of GPU memory; `partial_blocks`
     gives such a block the driver's 64 KiB / 4 KiB units of root chunks it shares with others,
     evicted a root chunk at a time (docs/semantics.md, "Partial blocks");
@@ -371,6 +372,9 @@ class Model:
         "within a kernel)"))
     host_access: bool = field(default=False, metadata=setting(
         "--host-access", "bool", "apply the trace's v1.1 host_access events (CPU touches)"))
+    device_copies: bool = field(default=False, metadata=setting(
+        "--device-copies", "bool", "a device-to-device copy makes its destination resident "
+        "(the copy engine's faults, serviced as a GPU fault's; docs/semantics.md)"))
     thrashing: bool = field(default=False, metadata=setting(
         "--thrashing", "switch", "the driver's thrashing detection (throttle, pin); bare for "
         "its defaults, or NAME=VALUE (threshold, pin_threshold, lapse_us, nap_us, pin_us, "
@@ -437,8 +441,9 @@ class Model:
             raise ConfigError(f"model {self.name!r}: fault_batch_size must be an integer "
                               f">= 1, got {fbs!r}")
         object.__setattr__(self, "fault_batch_size", int(fbs))
-        for k in ("slices", "host_access", "thrashing", "advise", "small_blocks",
-                  "partial_blocks", "block_progress", "shared_windows", "share_units"):
+        for k in ("slices", "host_access", "device_copies", "thrashing", "advise",
+                  "small_blocks", "partial_blocks", "block_progress", "shared_windows",
+                  "share_units"):
             if not isinstance(getattr(self, k), (bool, np.bool_)):
                 raise ConfigError(f"model {self.name!r}: {k} must be True or False, "
                                   f"got {getattr(self, k)!r}")

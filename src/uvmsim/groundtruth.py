@@ -110,11 +110,12 @@ def trace_bounds(trace: Any) -> "Any":
     """Per kernel of a trace, in 4 KiB pages: U (distinct pages it touches), H (of those,
     pages whose data is on the host at its start) and G (on the GPU), in the view of a GPU
     with unlimited memory: host accesses and prefetches to the CPU move pages to the host;
-    kernels, host-to-device copies, memsets and prefetches to the GPU move them to the GPU;
-    frees drop them. A DataFrame with columns k, U, H, G, one row per kernel."""
+    kernels, host-to-device and device-to-device copies (their destinations: the copy
+    engine's faults, docs/model.md item 10), memsets and prefetches to the GPU move them to
+    the GPU; frees drop them. A DataFrame with columns k, U, H, G, one row per kernel."""
     import pandas as pd
 
-    from .trace.format import (ARG_CPU, OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL,
+    from .trace.format import (ARG_CPU, OP_DTOD, OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL,
                                OP_MEMSET, OP_PREFETCH)
     a = trace.arrays
     state = np.zeros(int(a.page_block.size), np.int8)     # 0 unpopulated, 1 host, 2 GPU
@@ -132,7 +133,8 @@ def trace_bounds(trace: Any) -> "Any":
         elif op == OP_HOST_ACCESS:
             for lo, hi in segs:
                 state[lo:hi] = 1
-        elif op in (OP_HTOD, OP_MEMSET) or (op == OP_PREFETCH and int(a.ev_arg[e]) != ARG_CPU):
+        elif (op in (OP_HTOD, OP_DTOD, OP_MEMSET)
+              or (op == OP_PREFETCH and int(a.ev_arg[e]) != ARG_CPU)):
             for lo, hi in segs:
                 state[lo:hi] = 2
         elif op == OP_PREFETCH:

@@ -69,6 +69,7 @@ def model_options(model: Model) -> dict[str, float]:
     """The engine's settings for a model's optional mechanisms, by the name of their field
     in the parts' records (uvmsim.engine.state; docs/policies.md, docs/semantics.md)."""
     o = {"slices": model.slices, "host_access": model.host_access,
+         "device_copies": model.device_copies,
          "small_blocks": model.small_blocks, "partial_blocks": model.partial_blocks,
          "advise": model.advise,
          "remote_access_ns": float(model.remote_access_ns),
@@ -411,6 +412,7 @@ def prepare(traces: Trace | str | os.PathLike | Sequence[Trace | str | os.PathLi
               "trace": str(ts[0].path) if n_t == 1 and ts[0].path else None,
               "translation": tr.to_dict() if tr is not None else None,
               "slices": m.slices, "host_access": m.host_access,
+              "device_copies": m.device_copies,
               "small_blocks": m.small_blocks, "partial_blocks": m.partial_blocks,
               "shared_windows": m.shared_windows,
               "thrashing": m.thrashing_settings() if m.thrashing else False,

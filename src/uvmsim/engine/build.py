@@ -67,8 +67,8 @@ from uvmsim.engine.link import dtoh_ns, htod_ns  # noqa: F401
 from uvmsim.trace.format import (ARG_GPU, ARG_SET_ACCESSED_BY, ARG_SET_PREF_CPU,  # noqa: F401
                                  ARG_SET_PREF_GPU, ARG_SET_READ_MOSTLY, ARG_UNSET_ACCESSED_BY,
                                  ARG_UNSET_PREF_CPU, ARG_UNSET_PREF_GPU, ARG_UNSET_READ_MOSTLY,
-                                 FLAGS_LOAD, FLAGS_WRITE, OP_ADVISE, OP_FREE, OP_HOST_ACCESS,
-                                 OP_HTOD, OP_KERNEL, OP_MEMSET, OP_PREFETCH)
+                                 FLAGS_LOAD, FLAGS_WRITE, OP_ADVISE, OP_DTOD, OP_FREE,
+                                 OP_HOST_ACCESS, OP_HTOD, OP_KERNEL, OP_MEMSET, OP_PREFETCH)
 _jit = njit(cache={cache})
 '''
 

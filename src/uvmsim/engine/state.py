@@ -149,6 +149,8 @@ DRIVER = _record([
     ("remote_access_ns", np.float64),   # cost of one remote access
     ("advise", np.uint8),               # apply cudaMemAdvise events
     ("host_access", np.uint8),          # v1.1 option: apply host_access events
+    ("device_copies", np.uint8),        # option: memcpy_dtod makes its destination
+                                        # resident (the copy engine's faults)
     ("clock", np.float64),              # the time at the current kernel's start (between
                                         # kernels: the simulated time)
     ("pend_ns", np.float64),            # stall the mechanisms added in the current kernel

@@ -13,8 +13,8 @@ from ..engine.state import (ADV_ACCESSED_BY, ADV_PREF_CPU, ADV_PREF_GPU, ADV_REA
                             CAUSE_PREFETCH, C_BATCHES, C_HTOD_DEMAND, C_HTOD_PREFETCH, DUP,
                             INB, POP, REMOTE_DRIVER, REMOTE_UVMSMART, T_DRV_WAIT, T_STALL,
                             T_TRANSFER)
-from ..trace.format import (ARG_GPU, FLAGS_WRITE, OP_HOST_ACCESS, OP_HTOD, OP_MEMSET,
-                            OP_PREFETCH)
+from ..trace.format import (ARG_GPU, FLAGS_WRITE, OP_DTOD, OP_HOST_ACCESS, OP_HTOD,
+                            OP_MEMSET, OP_PREFETCH)
 
 
 class FaultBuffer:
@@ -171,7 +171,8 @@ class Driver:
         return env.now
 
     def range_event(self, e: int, out_row: int, tick: int) -> None:
-        """memcpy_htod, memset and prefetch, block by block; leaves their time in driver.step_ns."""
+        """memcpy_htod, memset, prefetch and (option) memcpy_dtod, block by block; leaves
+        their time in driver.step_ns."""
         S, T = self.S, self.T
         op = int(T.ev_op[e])
         S.driver[0].step_ns = 0.0
@@ -185,7 +186,8 @@ class Driver:
                 if op == OP_PREFETCH and T.ev_arg[e] != ARG_GPU:
                     self.prefetch_to_cpu(blk, lo, hi, out_row)
                     continue
-                cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET}.get(op, CAUSE_API)
+                cause = {OP_HTOD: CAUSE_MEMCPY, OP_MEMSET: CAUSE_MEMSET,
+                         OP_DTOD: CAUSE_DEMAND}.get(op, CAUSE_API)
                 self.make_resident(blk, lo, hi, False, cause, cause, out_row, tick)
         S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
         S.times[out_row, T_STALL] += S.driver[0].step_ns

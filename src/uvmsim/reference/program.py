@@ -12,8 +12,8 @@ import numpy as np
 import simpy
 
 from ..engine.state import T_STALL
-from ..trace.format import (OP_ADVISE, OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL, OP_MEMSET,
-                            OP_PREFETCH)
+from ..trace.format import (OP_ADVISE, OP_DTOD, OP_FREE, OP_HOST_ACCESS, OP_HTOD, OP_KERNEL,
+                            OP_MEMSET, OP_PREFETCH)
 
 
 class Program:
@@ -50,8 +50,9 @@ class Program:
             self.free_alloc(int(T.ev_alloc[e]))
         elif op == OP_ADVISE and self.S.driver[0].advise:
             self.advise_event(e)
-        elif op in (OP_HTOD, OP_MEMSET, OP_PREFETCH) or (op == OP_HOST_ACCESS and
-                                                          self.S.driver[0].host_access):
+        elif (op in (OP_HTOD, OP_MEMSET, OP_PREFETCH)
+              or (op == OP_DTOD and self.S.driver[0].device_copies)
+              or (op == OP_HOST_ACCESS and self.S.driver[0].host_access)):
             return (yield self.env.process(self.range_event_clocked(e, out_row, tick, t)))
         return t
 

@@ -43,7 +43,7 @@ class Kernel:
 @dataclass(frozen=True)
 class Range:
     """A range event on pages first..first+count-1 of an allocation: op is memcpy_htod,
-    memcpy_dtoh, memset, prefetch (arg 'gpu'/'cpu'), host_access (arg 'read'/'write'/None,
+    memcpy_dtoh, memcpy_dtod (the range is its destination), memset, prefetch (arg 'gpu'/'cpu'), host_access (arg 'read'/'write'/None,
     v1.1) or advise (arg: the advice)."""
 
     op: str

@@ -18,7 +18,7 @@ from .program import Alloc, Free, Kernel, Program, Range, Sync
 #: The events `programs` draws, a name repeated to weigh it ("stream": a kernel over a
 #: range of pages; "pf_gpu"/"pf_cpu": prefetches; "host_access" only with v11).
 OPS = ("kernel", "kernel", "kernel", "stream", "memcpy_htod", "memset", "pf_gpu", "pf_cpu",
-       "free", "memcpy_dtoh", "advise", "sync")
+       "free", "memcpy_dtoh", "memcpy_dtod", "advise", "sync")
 OPS_V11 = ("host_access", "host_access", "kernel", "stream")
 #: Events for checking a policy: mostly kernels that fault and re-touch, every way pages
 #: come and go besides.

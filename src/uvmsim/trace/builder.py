@@ -170,6 +170,10 @@ class TraceBuilder:
     def memcpy_dtoh(self, addr: int, size: int) -> None:
         self._event("memcpy_dtoh", addr=addr, size=size)
 
+    def memcpy_dtod(self, addr: int, size: int) -> None:
+        """A device-to-device copy into [addr, addr + size) (its destination)."""
+        self._event("memcpy_dtod", addr=addr, size=size)
+
     def memset(self, addr: int, size: int) -> None:
         self._event("memset", addr=addr, size=size)
 

@@ -239,7 +239,8 @@ def mechanisms_end_kernel(S, dur, stall):
 
 @_jit
 def range_event(pst, est, S, T, e, out_row, tick):
-    """memcpy_htod, memset and prefetch: clipped to live non-host allocations, by block."""
+    """memcpy_htod, memset, prefetch and (option device_copies) memcpy_dtod: clipped to
+    live non-host allocations, by block."""
     op = T.ev_op[e]
     S.driver[0].step_ns = 0.0
     for seg in range(T.ev_seg_start[e], T.ev_seg_start[e + 1]):
@@ -257,6 +258,10 @@ def range_event(pst, est, S, T, e, out_row, tick):
                 cause = CAUSE_MEMCPY
             elif op == OP_MEMSET:
                 cause = CAUSE_MEMSET
+            elif op == OP_DTOD:
+                # the copy engine's faults on its destination are serviced as a GPU
+                # fault's (docs/model.md, "Device-to-device copies")
+                cause = CAUSE_DEMAND
             make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick)
     S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
     S.times[out_row, T_STALL] += S.driver[0].step_ns

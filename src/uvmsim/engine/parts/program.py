@@ -32,7 +32,8 @@ def replay_span(pst, est, S, T, batch_size, e0, e1, tick):
             tick = T.k_row_start[k + 1]
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
-        elif op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH:
+        elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
+              (op == OP_DTOD and S.driver[0].device_copies != 0)):
             range_event(pst, est, S, T, e, outside, tick)
             if S.driver[0].mechanisms != 0:
                 S.driver[0].clock = S.driver[0].clock + S.driver[0].step_ns
@@ -93,6 +94,7 @@ def replay_clocked(pst, est, wst, sst, S, T, batch_size, ten_ev, ten_out, clock,
         elif op == OP_FREE:
             free_alloc(est, S, T, T.ev_alloc[e])
         elif (op == OP_HTOD or op == OP_MEMSET or op == OP_PREFETCH or
+              (op == OP_DTOD and S.driver[0].device_copies != 0) or
               (op == OP_HOST_ACCESS and S.driver[0].host_access != 0)):
             clock[i] = range_event_clocked(pst, est, S, T, e, ten_out[i], tick[i], clock[i])
         elif op == OP_ADVISE and S.driver[0].advise != 0:
