@@ -31,6 +31,9 @@
 //   gpu_read          GPU writes A (zero-filled pages), then GPU reads
 //   memset_read       cudaMemset(A), then GPU reads
 //   memcpy_read       cudaMemcpy from a malloc'ed host buffer into A, then GPU reads
+//   dtod_read         A initialised per --init (default gpu), then a device-to-device
+//                     cudaMemcpy of A into B (as large), then GPU reads of B: whether the
+//                     copy engine's faults leave B resident for the reads
 //   host_read_drain   as host_read_stream, with --sleep-ms (default 2000) between the CPU
 //                     writes and the first kernel (lets a profiler drain its event queue)
 //   flood_gpu_read    GPU writes A; CPU writes B (as large, never on the GPU); GPU reads A
@@ -162,7 +165,7 @@ static std::vector<Alloc> plan(const Opt& o) {
     v.push_back({"c", each});
   } else if (m == "small_allocs") {
     for (int i = 0; i < o.count; ++i) v.push_back({"small", o.kib * KiB});
-  } else if (m == "flood_gpu_read") {
+  } else if (m == "flood_gpu_read" || m == "dtod_read") {
     v.push_back({"A", mb * MiB});
     v.push_back({"B", mb * MiB});
   } else if (m == "host_read_rows" || m == "host_read_cols") {
@@ -371,6 +374,12 @@ static int run(const Opt& o) {
     std::vector<float> h(nfl(A), 1.0f);
     GPU_STEP("memcpy", CK(cudaMemcpy(A.p, h.data(), A.bytes, cudaMemcpyHostToDevice)));
     gpu_reads(A, iters);
+  } else if (m == "dtod_read") {
+    Alloc& B = g_allocs[1];
+    if (o.init_host == 1) HOST_STEP("host_write", host_write(A, 1.0f));
+    else gpu_fill("k_fill", A);
+    GPU_STEP("memcpy_dtod", CK(cudaMemcpy(B.p, A.p, B.bytes, cudaMemcpyDeviceToDevice)));
+    gpu_reads(B, iters);
   } else if (m == "flood_gpu_read") {
     gpu_fill("k_fill", A);
     HOST_STEP("host_write_B", host_write(g_allocs[1], 2.0f));
@@ -468,7 +477,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* kModes[] = {"host_read_stream", "host_read_rows", "host_read_cols", "host_rw", "host_firstread",
-                                 "gpu_read", "memset_read", "memcpy_read", "host_read_drain", "flood_gpu_read",
+                                 "gpu_read", "memset_read", "memcpy_read", "dtod_read", "host_read_drain", "flood_gpu_read",
                                  "partial", "small_allocs", "cpu_retouch", "evict_order"};
   bool known = false;
   for (const char* k : kModes) known |= o.mode == k;

@@ -79,6 +79,8 @@ PROBES = (
     Probe("gpu_read", ("gpu_read",)),
     Probe("memset_read", ("memset_read",)),
     Probe("memcpy_read", ("memcpy_read",)),
+    Probe("dtod_read", ("dtod_read",)),
+    Probe("dtod_host_read", ("dtod_read", "--init", "host")),
     Probe("host_read_drain", ("host_read_drain",), timeout_s=10.0, trace_of="host_read_stream"),
     Probe("host_read_nocpu", ("host_read_stream",), trace_of="host_read_stream",
           env={"UVMTRACE_UM_NO_CPU_FAULTS": "1"}),

@@ -18,7 +18,8 @@
 #            (LAT_PARTS=suite or probes: only those rows)
 # Env: WORKLOADS (only these, comma-separated: traced and replayed), DEADLINE_S (default
 # 560: no replay is started after it, counted from this script's start), TRACE_DEADLINE_S
-# (default 330), JOBS (default: the cores), PROGRESS_SETS, GRID, LATENCIES.
+# (default 330), JOBS (default: the cores), PROGRESS_SETS, GRID, LATENCIES, OPTIONS (more
+# --option NAME=VALUE for every replay, e.g. "--option device_copies=on").
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
@@ -46,7 +47,7 @@ PROBE_RUNS=benchmarks/probes/results/h200/quiet/probes.csv
 PROBES="--probes $PROBE_TRACES --probe-runs $PROBE_RUNS"  # the probes' runs as workloads
 # the page-set replay every row shares: small allocations share windows, partial blocks
 # take fewer chunks (docs/model.md)
-BASE="--card h200 --option shared_windows=on --option partial_blocks=on"
+BASE="--card h200 --option shared_windows=on --option partial_blocks=on ${OPTIONS:-}"
 PROGRESS="--option block_progress=on --option store_ahead=16 --option fault_order=age --option share_units=on"
 PROGRESS_SETS=${PROGRESS_SETS:---set batch_ns=80000 --set zero_fill_ns=300 --set migrate_page_ns=128}
 LATENCIES=${LATENCIES:-5000,15000,40000}
