@@ -196,8 +196,11 @@ def test_sweep_with_a_model(v11_trace, tmp_path):
 def test_models_list():
     p = cli("models", "--json", check=True)
     ms = json.loads(p.stdout)
-    assert set(ms) == {"contract", "h200", "h100"}
+    assert set(ms) == {"contract", "h200", "h100", "h200-progress"}
     assert ms["h200"]["host_access"] and not ms["h200"]["slices"]
+    assert ms["h200"]["device_copies"] and "dtod_read" in ms["h200"]["sources"]["device_copies"]
+    assert ms["h200-progress"]["block_progress"] and ms["h200-progress"]["device_copies"]
+    assert ms["h200-progress"]["hardware"]["name"] == "h200-pcie5-progress"
     # the H100 preset: its calibrated link, with the measurement named as the source
     assert ms["h100"]["hardware"]["name"] == "h100-pcie5-fit" and ms["h100"]["host_access"]
     assert ms["h100"]["shared_windows"] and not ms["h200"]["shared_windows"]
@@ -208,7 +211,7 @@ def test_models_list():
     assert "validation.md" in ms["h200"]["hardware"]["sources"]["evict_ns"]
     assert "thrashing" in ms["h200"]["sources"]
     listing = cli("models", check=True).stdout
-    assert "h200:" in listing and "h100:" in listing
+    assert "h200:" in listing and "h100:" in listing and "h200-progress:" in listing
 
 
 # ---------------------------------------------------------------- one-line errors, outputs

@@ -68,7 +68,7 @@ def test_it_must_be_a_number_at_least_zero():
     # only the H100 fit sets it: the measured link and the other presets keep their times
     assert H100_PCIE5.migrate_page_ns == 0.0
     assert {n: m.hardware.migrate_page_ns for n, m in uvmsim.config.MODELS.items()} == \
-        {"contract": 0.0, "h200": 0.0, "h100": 128.0}
+        {"contract": 0.0, "h200": 0.0, "h100": 128.0, "h200-progress": 128.0}
     assert "validation suite" in dict(uvmsim.config.H100_PCIE5_FIT.sources)["migrate_page_ns"]
 
 

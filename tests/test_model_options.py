@@ -149,7 +149,10 @@ def test_new_constants_leave_every_calibrated_preset_time_unchanged():
     fits = {(H200_PCIE5_FIT, "evict_ns"): "validation.md",
             (H200_PCIE5_FIT, "zero_fill_ns"): "validation.md",
             (uvmsim.config.H100_PCIE5_FIT, "zero_fill_ns"): "validation suite",
-            (uvmsim.config.H100_PCIE5_FIT, "evict_ns"): "validation suite"}
+            (uvmsim.config.H100_PCIE5_FIT, "evict_ns"): "validation suite",
+            # the progress preset's grid; its evict_ns is h200-pcie5-fit's
+            (uvmsim.config.H200_PCIE5_PROGRESS, "evict_ns"): "validation.md",
+            (uvmsim.config.H200_PCIE5_PROGRESS, "zero_fill_ns"): "grid on the fit split"}
     for hw in uvmsim.config.PRESETS.values():
         src = dict(hw.sources)
         for k in ("evict_ns", "dtoh_bw_gbps", "host_fault_ns", "zero_fill_ns"):
@@ -162,8 +165,9 @@ def test_new_constants_leave_every_calibrated_preset_time_unchanged():
                 assert (getattr(hw, k) > 0) == fitted, (hw.name, k)
                 assert fitted or "uncalibrated" in src[k] or "not identified" in src[k], \
                     (hw.name, k)
-        # the per-migrated-page cost: only the probes' fit of the H100 sets it
-        fitted = hw is uvmsim.config.H100_PCIE5_FIT
+        # the per-migrated-page cost: only fits with the probes in their fit split set it
+        # (the H100's, and the progress preset's grid)
+        fitted = hw in (uvmsim.config.H100_PCIE5_FIT, uvmsim.config.H200_PCIE5_PROGRESS)
         assert (hw.migrate_page_ns > 0) == fitted, hw.name
         assert fitted == ("probes" in src.get("migrate_page_ns", "")), hw.name
 
@@ -267,7 +271,20 @@ def test_h200_model_switches_host_access_on_and_overrides_win():
 
 
 def test_model_registry_and_validation():
-    assert set(MODELS) == {"contract", "h200", "h100"} and get_model() is CONTRACT
+    assert set(MODELS) == {"contract", "h200", "h100", "h200-progress"}
+    assert get_model() is CONTRACT and not CONTRACT.device_copies
+    # the validation chose device copies for h200 (docs/validation.md), not yet for h100
+    assert H200.device_copies and not MODELS["h100"].device_copies
+    # the progress preset: h200's mechanisms, the front-end's rules and its refitted time
+    p = MODELS["h200-progress"]
+    assert (p.block_progress, p.store_ahead, p.fault_order, p.share_units) == \
+        (True, 16, "age", True)
+    assert p.host_access and p.device_copies and p.shared_windows and p.partial_blocks
+    assert (p.hardware.batch_ns, p.hardware.zero_fill_ns, p.hardware.migrate_page_ns) == \
+        (80_000.0, 300.0, 128.0)
+    for k in ("fault_ns", "transfer_latency_ns", "bw_peak_gbps", "evict_ns"):
+        assert getattr(p.hardware, k) == getattr(H200_PCIE5_FIT, k), k
+    assert "grid" in dict(p.hardware.sources)["batch_ns"]
     assert not any((CONTRACT.slices, CONTRACT.host_access, CONTRACT.thrashing))
     assert H200.hardware is H200_PCIE5_FIT and H200.fault_batch_size == 256
     # the fit changed only what the factor-1 calibration could not measure

@@ -58,7 +58,8 @@ def test_probe_lines_are_parsed_and_junk_skipped():
 def test_every_probe_names_a_known_mode_and_a_recorded_trace():
     modes = {"host_read_stream", "host_read_rows", "host_read_cols", "host_rw",
              "host_firstread", "gpu_read", "memset_read", "memcpy_read", "host_read_drain",
-             "flood_gpu_read", "partial", "small_allocs", "cpu_retouch", "evict_order"}
+             "flood_gpu_read", "partial", "small_allocs", "cpu_retouch", "evict_order",
+             "dtod_read"}
     src = (ROOT / "benchmarks/probes/probes.cu").read_text()
     for m in modes:
         assert f'"{m}"' in src, m

@@ -1,17 +1,22 @@
 """One validation run replayed kernel by kernel: faults, fault batches, bytes and time.
 
     python benchmarks/validate/kernel_batches.py WORKLOAD FACTOR [--card h100]
-        [--results benchmarks/validate/results/h100] [--option NAME=on|off|N|WORD ...]
-        [--set CONSTANT=VALUE ...]
+        [--results benchmarks/validate/results/h100] [--traces DIR]
+        [--option NAME=on|off|N|WORD ...] [--set CONSTANT=VALUE ...]
 
 The run is the row of fit.py's real runs (same capacity, same model per card, the same
---option and --set as fit.py predict); the trace is benchmarks/validate/traces/WORKLOAD.
-Prints one line per kernel that faulted, then the real run's time beside the replay's.
+--option and --set as fit.py predict); the trace is WORKLOAD in --traces (default
+benchmarks/validate/traces). Prints one line per kernel that faulted in the replay or in
+the real run, with the real kernel's time (the run's record in results/runs/, when there)
+and CUPTI's fault records for it (the counters' run at the same factor, when there), then
+the real run's time beside the replay's.
 docs/validation.md ("How many services a first touch takes") quotes it.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 from pathlib import Path
 
@@ -26,11 +31,14 @@ def main() -> int:
     ap.add_argument("factor", type=float)
     ap.add_argument("--card", default="h100")
     ap.add_argument("--results", type=Path, default=None)
+    ap.add_argument("--traces", type=Path, default=None)
     ap.add_argument("--option", action="append", default=[])
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
     if a.results is not None:
         fit.RESULTS = a.results.resolve()
+    if a.traces is not None:
+        fit.TRACES = a.traces.resolve()
     runs = fit.load_runs()
     r = runs[(runs["workload"] == a.workload) & (runs["card"] == a.card)
              & (runs["factor"] == a.factor)]
@@ -41,18 +49,39 @@ def main() -> int:
     res = simulate(fit.trace_of(a.workload, a.card), model=model,
                    capacity_bytes=int(r["capacity_bytes"]))
     k = res.kernels
-    k = k[k["faults"] > 0]
+    real_us = _real_kernels(a.workload, a.factor, "", "duration_ns", len(k), 1e-3)
+    records = _real_kernels(a.workload, a.factor, "__counters", "gpu_fault_records", len(k), 1)
     print("| kernel | faults | batches | faults per batch | HtoD MB | evicted chunks | "
-          "stall ms |")
-    print("|---|---|---|---|---|---|---|")
-    for _, x in k.iterrows():
-        print(f"| {x['kernel_id']} {x['name'].split('(')[0]} | {x['faults']:,} | "
+          "stall ms | replayed us | real us | real fault records |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for i, x in k.iterrows():
+        if x["faults"] == 0 and not records[i] > 0:
+            continue
+        print(f"| {x['kernel_id']} {x['name'].split('(')[0].split('<')[0][:48]} | {x['faults']:,} | "
               f"{x['fault_batches']:,} | {x['faults'] / max(x['fault_batches'], 1):.0f} | "
               f"{x['htod_bytes'] / 1e6:.0f} | {x['evicted_chunks']:,} | "
-              f"{x['stall_ns'] / 1e6:.1f} |")
+              f"{x['stall_ns'] / 1e6:.1f} | {x['sim_ns'] / 1e3:,.1f} | "
+              f"{_cell(real_us[i], '{:,.1f}')} | {_cell(records[i], '{:,.0f}')} |")
     print(f"real {r['real_s']:.3f} s, replayed {res.kernels['sim_ns'].sum() / 1e9:.3f} s "
           f"({model.name}, capacity {int(r['capacity_bytes']):,} bytes)")
     return 0
+
+
+def _real_kernels(workload: str, factor: float, suffix: str, column: str, n: int,
+                  scale: float) -> list[float]:
+    """Per kernel, `column` of the real run's record (results/runs/WORKLOAD__fF{suffix}),
+    times `scale`; NaN where there is no record or it has another number of kernels."""
+    p = fit.RESULTS / "runs" / f"{workload}__f{factor:g}{suffix}.json.gz"
+    nan = [float("nan")] * n
+    if not p.exists():
+        return nan
+    k = json.load(gzip.open(p)).get("kernels") or {}
+    v = k.get(column) or []
+    return [float(x) * scale for x in v] if len(v) == n else nan
+
+
+def _cell(v: float, fmt: str) -> str:
+    return "-" if v != v else fmt.format(v)
 
 
 if __name__ == "__main__":

@@ -222,7 +222,24 @@ H200_PCIE5_FIT = dataclasses.replace(
              ("host_fault_ns", "not identified by the fit split (no run's time depends on "
                                "it): 0, uncalibrated")))
 
-PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H200_PCIE5_FIT, H100_PCIE5,
+_GRID = ("the least-loss point of a grid on the fit split of the H200 suite and the driver "
+         "probes (75 runs; batch_ns 30/80/137 us, zero_fill_ns 131.2/200/300 ns, "
+         "migrate_page_ns 0/128/256 ns), replayed with the progress front-end and "
+         "device_copies, 2026-11-29 (benchmarks/validate/results/h200_copies/grid.json; "
+         "docs/validation.md)")
+
+# The progress front-end's time base: its services are the driver's batches as the blocks'
+# stalls form them, so the constants of page sets do not carry over; refitted by a grid
+# (docs/validation.md, "Device-to-device copies, and a progress preset").
+H200_PCIE5_PROGRESS = dataclasses.replace(
+    H200_PCIE5_FIT, name="h200-pcie5-progress", batch_ns=80_000.0, zero_fill_ns=300.0,
+    migrate_page_ns=128.0,
+    sources=(*(kv for kv in H200_PCIE5_FIT.sources
+               if kv[0] not in ("batch_ns", "zero_fill_ns", "migrate_page_ns")),
+             ("batch_ns", _GRID), ("zero_fill_ns", _GRID), ("migrate_page_ns", _GRID)))
+
+PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H200_PCIE5_FIT,
+                                                     H200_PCIE5_PROGRESS, H100_PCIE5,
                                                      H100_PCIE5_FIT,
                                                      A100_PCIE4)}
 # the one preset whose constants were measured (the shipped traces were captured on it too)
@@ -532,6 +549,11 @@ CONTRACT = Model(
              ("fault_batch_size", "256: the contract's batch, the driver's "
                                   "uvm_perf_fault_batch_count (docs/semantics.md)")))
 
+_COPIES = ("on: a device-to-device copy leaves its destination on the GPU (the copy engine's "
+           "faults; docs/model.md, item 10, probe dtod_read); the fit split's PyTorch rows, "
+           "loss 9.09 off against 8.79 on (its CUDA programs make no such copy; "
+           "docs/validation.md)")
+
 _SHARED = ("on: the CUDA driver sub-allocates small managed allocations from 2 MiB VA "
            "ranges, whose windows are the UVM driver's blocks (probe small_allocs: 1,000 "
            "allocations in 125 ranges; docs/model.md)")
@@ -542,9 +564,10 @@ H200 = Model(
     fault_batch_size=256,
     slices=False,
     host_access=True,
+    device_copies=True,
     thrashing=False,
-    doc="predicting a real H200 under oversubscription: host accesses on, constants fitted "
-        "to real oversubscribed runs (docs/validation.md)",
+    doc="predicting a real H200 under oversubscription: host accesses and device copies "
+        "on, constants fitted to real oversubscribed runs (docs/validation.md)",
     sources=(
         ("hardware", "h200-pcie5-fit: " + _FIT),
         ("fault_batch_size", "256: the fit tried 256, 64 and 32 and 256 fitted best "
@@ -553,6 +576,7 @@ H200 = Model(
                    "(docs/validation.md); switch on with slices=True"),
         ("host_access", "on: v1.1 traces carry CPU touches of managed memory between "
                         "events; off, the fit split's error grows (docs/validation.md)"),
+        ("device_copies", _COPIES),
         ("shared_windows", "off until the suite's refit: its constants and every published "
                            "h200 result were made without it, though the driver does share "
                            "windows (docs/model.md, probe small_allocs)"),
@@ -589,7 +613,44 @@ H100 = Model(
                            "17.453 off, each with its own fitted constants"),
         ("thrashing", "off, as h200 (docs/model.md)")))
 
-MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200, H100)}
+H200_PROGRESS = Model(
+    name="h200-progress",
+    hardware=H200_PCIE5_PROGRESS,
+    fault_batch_size=256,
+    host_access=True,
+    device_copies=True,
+    shared_windows=True,
+    partial_blocks=True,
+    block_progress=True,
+    store_ahead=16,
+    fault_order="age",
+    share_units=True,
+    doc="predicting a real H200 from v1.2 traces: h200 with the progress front-end (thread "
+        "blocks that stall on their faults), shared windows and partial blocks, its time "
+        "constants refitted (docs/validation.md); kernels without v1.2 streams replay as "
+        "page sets at these constants",
+    sources=(
+        ("hardware", "h200-pcie5-progress: batch_ns, zero_fill_ns, migrate_page_ns " + _GRID
+                     + "; the rest as h200-pcie5-fit"),
+        ("fault_batch_size", "256, as h200"),
+        ("host_access", "on, as h200"),
+        ("device_copies", _COPIES.replace("loss 9.09 off against 8.79 on",
+                                          "loss 10.67 off against 9.61 on with this front-end")),
+        ("shared_windows", _SHARED),
+        ("partial_blocks", "on: the driver's rule for blocks smaller than 2 MiB (docs/model.md, "
+                           "item 4)"),
+        ("block_progress", "on: the H200 suite's fit split, loss 19.28 against 22.52 for page "
+                           "sets with the same options (docs/validation.md, 'Device-to-device "
+                           "copies, and a progress preset'); the holdout's median slowdown "
+                           "error x1.33 against x1.37"),
+        ("store_ahead", "16: stores a block leaves outstanding (docs/validation.md, the "
+                        "progress front-end's choices on the H100 rows)"),
+        ("fault_order", "age: the blocks dispatched earliest on their SM first, as the GPU "
+                        "was measured to serve them (docs/validation.md)"),
+        ("share_units", "on: a coarse stream row stands for its block's share of the unit "
+                        "(docs/semantics.md)")))
+
+MODELS: dict[str, Model] = {m.name: m for m in (CONTRACT, H200, H100, H200_PROGRESS)}
 DEFAULT_MODEL = "contract"
 
 
