@@ -1154,8 +1154,11 @@ def _access_rows(trace: Trace) -> pd.DataFrame:
     """An in-memory trace's access rows back as a table, by virtual page, in replay order."""
     a = trace.arrays
     d = a.row_page.astype(np.int64)
-    al = a.b_alloc[a.page_block[d]].astype(np.int64)
-    page = a.a_first_page[al] + (d - a.a_page_off[al])
+    # by the row's block: an allocation's dense pages cover only its touched windows, so
+    # the offset from its first dense page is not the offset from its base
+    blk = a.page_block[d]
+    page = (a.b_first_vpage[blk].astype(np.int64) + a.page_pos[d].astype(np.int64)
+            - a.b_lo[blk].astype(np.int64))
     n = np.diff(a.k_row_start)
     kid = trace.kernels["kernel_id"].to_numpy().astype(np.uint32)
     df = pd.DataFrame({
