@@ -12,8 +12,10 @@
 # Steps (STEPS, comma-separated, run in this order): trace, sim (simulate.py on a process pool of
 # every core), scaling (benchmarks/sweep_scaling.py: dask LocalCluster of SCALING_WORKERS workers,
 # default 8,4,1; its first run's table becomes results/sim_runs.csv), real.
-# Env: MODELS, PCA (on,off), PLAN, TIMEOUT_S (per real run, 20), BUDGET_S (the whole call, 570),
-# TRACE_S (seconds for the trace step; default 45 % of what is left), JOBS (records at a time).
+# Env: MODELS, PCA (on,off), PLAN, TIMEOUT_S (per real run, 20), BUDGET_S (the whole call,
+# 570), TRACE_S (seconds for the trace step; default 45 % of what is left), JOBS (records at
+# a time), SIM_ARGS (more arguments of simulate.py, e.g. "--models h200,h200-progress
+# --prefetch density --table FILE --out DIR").
 # dask is installed from .whl/ (wheels carried along) where the machine lacks it.
 # Results: benchmarks/study/results/ (real_runs.csv, sim_runs.csv, sweep_scaling.csv,
 # detail/footprints.csv, runs/*.json.gz); traces: benchmarks/study/traces/ (git-ignored).
@@ -46,7 +48,7 @@ if [[ $STEPS == *,sim,* || $STEPS == *,scaling,* ]] && ! python3 -c "import dist
 fi
 export UVMSIM_CACHE_DIR=${UVMSIM_CACHE_DIR:-/tmp/uvmsim-cache}
 if [[ $STEPS == *,sim,* ]]; then
-  timeout "$(( $(left) - 30 ))" python3 $S/simulate.py --jobs "$(nproc)"
+  timeout "$(( $(left) - 30 ))" python3 $S/simulate.py --jobs "$(nproc)" ${SIM_ARGS:-}
   echo "sim done; $(left) s left"
 fi
 if [[ $STEPS == *,scaling,* ]]; then

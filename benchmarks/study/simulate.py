@@ -2,6 +2,7 @@
 
     python3 benchmarks/study/simulate.py [--jobs N] [--executor process|dask|serial]
         [--scheduler ADDR] [--factors 1,1.25,...] [--traces alexnet_on,...]
+        [--models contract,h200,...] [--prefetch density,none]
 
 Replays every trace in benchmarks/study/traces/ (regenerate them with run_device.sh) at the
 factors × prefetch policies × model presets below, with iterations marked by models.py's
@@ -45,17 +46,22 @@ def study_traces(names: str = "") -> dict[str, str]:
     return traces
 
 
-def study_sweep(traces: dict[str, str], factors=FACTORS, **kw):
-    """The study's grid (factors x PREFETCH x lru2m x MODELS, iterations marked by
+def study_sweep(traces: dict[str, str], factors=FACTORS, models=MODELS, prefetch=PREFETCH,
+                **kw):
+    """The study's grid (factors x prefetch x lru2m x models, iterations marked by
     ``spin_kernel``) over `traces`; `kw` goes to uvmsim.sweep (jobs, executor, out, ...)."""
-    return sweep(traces, oversub=[float(f) for f in factors], prefetch=PREFETCH,
-                 evict=("lru2m",), model=list(MODELS), segment="spin_kernel", **kw)
+    return sweep(traces, oversub=[float(f) for f in factors], prefetch=list(prefetch),
+                 evict=("lru2m",), model=list(models), segment="spin_kernel", **kw)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="", help="comma-separated names (default: all)")
     ap.add_argument("--factors", default=",".join(f"{f:g}" for f in FACTORS))
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="model presets (default: %(default)s; `uvmsim models` lists them)")
+    ap.add_argument("--prefetch", default=",".join(PREFETCH),
+                    help="prefetch policies (default: %(default)s)")
     ap.add_argument("--jobs", type=int)
     ap.add_argument("--executor", default="process")
     ap.add_argument("--scheduler")
@@ -64,7 +70,8 @@ def main() -> int:
     a = ap.parse_args()
     traces = study_traces(a.traces)
     t0 = time.time()
-    df = study_sweep(traces, a.factors.split(","), jobs=a.jobs, executor=a.executor,
+    df = study_sweep(traces, a.factors.split(","), models=a.models.split(","),
+                     prefetch=a.prefetch.split(","), jobs=a.jobs, executor=a.executor,
                      scheduler=a.scheduler, out=a.out)
     took = time.time() - t0
     if a.table:
