@@ -260,7 +260,7 @@ def range_event(pst, est, S, T, e, out_row, tick):
                 cause = CAUSE_MEMSET
             elif op == OP_DTOD:
                 # the copy engine's faults on its destination are serviced as a GPU
-                # fault's (docs/model.md, "Device-to-device copies")
+                # fault's (docs/model.md, item 10)
                 cause = CAUSE_DEMAND
             make_range_resident(est, S, T, blk, lo, hi, cause, out_row, tick)
     S.times[out_row, T_TRANSFER] += S.driver[0].step_ns
