@@ -199,6 +199,7 @@ def test_models_list():
     assert set(ms) == {"contract", "h200", "h100", "h200-progress"}
     assert ms["h200"]["host_access"] and not ms["h200"]["slices"]
     assert ms["h200"]["device_copies"] and "dtod_read" in ms["h200"]["sources"]["device_copies"]
+    assert not ms["h100"]["device_copies"] and "H100" in ms["h100"]["sources"]["device_copies"]
     assert ms["h200-progress"]["block_progress"] and ms["h200-progress"]["device_copies"]
     assert ms["h200-progress"]["hardware"]["name"] == "h200-pcie5-progress"
     # the H100 preset: its calibrated link, with the measurement named as the source

@@ -606,6 +606,9 @@ H100 = Model(
         ("slices", "off, as h200 (docs/validation.md)"),
         ("host_access", "on, as h200: the probes' host-written data migrates on every GPU "
                         "touch (docs/model.md, H1)"),
+        ("device_copies", "off until the H100 suite's rows are replayed with it: the driver's "
+                          "rule (docs/model.md, item 10), chosen for h200 on the H200 suite "
+                          "(docs/validation.md); no H100 was lent since"),
         ("shared_windows", _SHARED),
         ("partial_blocks", "on: the driver's rule for blocks smaller than 2 MiB "
                            "(docs/model.md, item 4: the probe partial_16k evicts nothing at "
