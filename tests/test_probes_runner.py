@@ -232,3 +232,12 @@ def test_figure_errors_are_the_fits_medians_and_the_committed_figures_hold(tmp_p
     assert (round(h["f1_median_x"], 2), round(h["slowdown_median_x"], 2)) == (1.11, 1.10)
     assert figure.main(["--out", str(tmp_path / "f.png")]) == 0
     assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+def test_the_dry_run_needs_no_gpu(tmp_path, monkeypatch):
+    # run_device.sh DRY_RUN=1 on a machine without a GPU: `uvmsim run` refused the fake
+    # program (NoGPUError) until the dry run said that it needs no GPU
+    monkeypatch.setenv("UVMSIM_SKIP_GPU_CHECK", "0")
+    assert probes.dry(tmp_path) == 0
+    p = pd.read_csv(tmp_path / "results" / "probes.csv")
+    assert (p.loc[p.probe != "evict_order", "status"] == "ok").all()

@@ -487,6 +487,8 @@ def dry(out: Path) -> int:
     (out / "fake_probe").chmod(0o755)
     lib = out / "libfake.so"  # never loaded: the fake program uses no CUDA
     lib.write_text("")
+    # `uvmsim run` refuses a machine without a GPU; the fake program needs none
+    os.environ["UVMSIM_SKIP_GPU_CHECK"] = "1"
     probes = [BY_NAME["host_read_stream"], BY_NAME["host_read_nocpu"], BY_NAME["evict_order"]]
     (work / "traces").mkdir(parents=True)
     synth.write("sequential", work / "traces" / "host_read_stream.uvmtrace",
