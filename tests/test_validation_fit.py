@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("validate_fit", ROOT / "benchmarks/validate/fit.py")
 fit = importlib.util.module_from_spec(spec)
+sys.modules["validate_fit"] = fit  # its process pools pickle its functions by module name
 spec.loader.exec_module(fit)
 
 
@@ -139,6 +141,9 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
     assert "stream was traced on h200, its h100 runs" in capsys.readouterr().err
     forced = fit.predict(runs, fit.model_maker("contract", {"slices": True}, {}))
     assert set(forced["model"]) == {"contract"}
+    # with processes, a (workload, card) each: the same rows in the same order
+    pd.testing.assert_frame_equal(fit.predict_jobs(runs, fit.model_maker("auto", {}, {}), 3),
+                                  df)
     with pytest.raises(SystemExit, match="not KIND=MiB"):
         fit.parse_context("cuda=four")
 

@@ -1,6 +1,7 @@
 """Replay the validation workloads against their real oversubscribed runs; fit and report.
 
     python benchmarks/validate/fit.py predict [--model auto|NAME] [--split all|fit|holdout]
+        [--jobs N]                                         # N processes, a workload each
     python benchmarks/validate/fit.py fit [--card h200]   # fit a card's constants on the fit split
     python benchmarks/validate/fit.py grid --card h100 --option block_progress=on \
         --grid batch_ns=20000,40000 --jobs 2               # constants by replays (timed options)
@@ -197,6 +198,33 @@ def predict(runs: pd.DataFrame, model_for) -> pd.DataFrame:
     df["ratio"] = df["predicted_s"] / df["real_s"]
     df["slowdown_ratio"] = df["predicted_slowdown"] / df["real_slowdown"]
     return df[CSV_COLUMNS]
+
+
+_PRED: dict = {}
+
+
+def _predict_group(key: tuple[str, str]) -> pd.DataFrame:
+    """predict() of one (workload, card)'s runs (a worker of predict_jobs)."""
+    runs = _PRED["runs"]
+    return predict(runs[(runs["workload"] == key[0]) & (runs["card"] == key[1])],
+                   _PRED["model_for"])
+
+
+def predict_jobs(runs: pd.DataFrame, model_for, jobs: int) -> pd.DataFrame:
+    """predict() with `jobs` processes, one (workload, card) at a time each (so each trace
+    is loaded by one worker); the rows come back in the runs' order, as predict's."""
+    if jobs <= 1:
+        return predict(runs, model_for)
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing as mp
+    keys = list(dict.fromkeys(zip(runs["workload"], runs["card"])))
+    _PRED.update(runs=runs, model_for=model_for)
+    with ProcessPoolExecutor(min(jobs, len(keys)), mp_context=mp.get_context("fork")) as ex:
+        parts = list(ex.map(_predict_group, keys))
+    df = pd.concat(parts, ignore_index=True)
+    order = {k: i for i, k in enumerate(zip(runs["workload"], runs["card"], runs["factor"]))}
+    pos = [order[k] for k in zip(df["workload"], df["card"], df["factor"])]
+    return df.iloc[np.argsort(pos, kind="stable")].reset_index(drop=True)
 
 
 def errors(df: pd.DataFrame) -> dict:
@@ -511,7 +539,8 @@ def main() -> int:
     ap.add_argument("--grid", action="append", default=[], metavar="CONSTANT=V1,V2,...",
                     help="grid: values of a constant to replay the fit split with "
                          "(repeatable: every combination)")
-    ap.add_argument("--jobs", type=int, default=1, help="grid: processes (default 1)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="predict, report, grid: processes (default 1)")
     ap.add_argument("--out", type=Path, default=None,
                     help="grid: write every point's loss and predictions here (JSON)")
     a = ap.parse_args()
@@ -543,11 +572,13 @@ def main() -> int:
             raise SystemExit(f"--workloads: no runs of {', '.join(unknown)}")
         runs = runs[runs["workload"].isin(a.workloads)]
     model_for = model_maker(a.model, *parse_settings(a.option, a.set))
+    if a.jobs < 1:
+        raise SystemExit(f"--jobs {a.jobs}: want 1 or more")
     if a.step == "predict":
         t = time.time()
         if a.split != "all":
             runs = runs[runs["split"] == a.split]
-        df = predict(runs, model_for)
+        df = predict_jobs(runs, model_for, a.jobs)
         pd.set_option("display.width", 250)
         print(df[["workload", "card", "factor", "split", "real_s", "predicted_s", "ratio",
                   "slowdown_ratio", "real_faults", "predicted_faults", "real_htod_bytes",
@@ -571,15 +602,13 @@ def main() -> int:
     elif a.step == "grid":
         if not a.grid:
             raise SystemExit("grid: give at least one --grid CONSTANT=V1,V2,...")
-        if a.jobs < 1:
-            raise SystemExit(f"--jobs {a.jobs}: want 1 or more")
         cards = [a.card] if a.card else sorted(runs.loc[runs["split"] == "fit", "card"].unique())
         res = {c: grid_card(c, runs, a) for c in cards}
         if a.out is not None:
             a.out.write_text(json.dumps(res, indent=1) + "\n")
             print(f"wrote {a.out}")
     elif a.step == "report":
-        df = predict(runs, model_for)
+        df = predict_jobs(runs, model_for, a.jobs)
         df.to_csv(RESULTS / "validation.csv", index=False, float_format="%.6g")
         names = ", ".join(sorted(set(df["model"])))
         print(f"wrote {RESULTS / 'validation.csv'} ({len(df)} runs, models {names})")
