@@ -175,14 +175,20 @@ _SUITE_H100 = ("fitted on the fit split of the validation suite's H100 runs (str
 # evicted chunk. The driver probes' fit split preferred batch 64 and migrate 256 ns with
 # evict 0 (benchmarks/probes/results/timefit_migrate.json); the two sets of programs
 # disagree (docs/validation.md), and the suite is the validation.
-H100_PCIE5_FIT = dataclasses.replace(
-    H100_PCIE5, name="h100-pcie5-fit", zero_fill_ns=232.2, migrate_page_ns=128.0,
-    evict_ns=8400.0,
-    sources=(*(kv for kv in H100_PCIE5.sources if kv[0] not in ("zero_fill_ns", "evict_ns")),
-             ("zero_fill_ns", _SUITE_H100 + "; the search kept the probes' value (" + _PROBES
-              + ")"),
-             ("migrate_page_ns", _SUITE_H100 + " (the probes: 256 ns at batch 64)"),
-             ("evict_ns", _SUITE_H100 + " (the probes did not identify it)")))
+def _refit(base: Hardware, name: str, fitted: dict[str, tuple[float, str]]) -> Hardware:
+    """`base` with the constants a fit set: {constant: (value, its source)}; the base's
+    other constants and their sources are kept."""
+    return dataclasses.replace(
+        base, name=name, **{k: v for k, (v, _) in fitted.items()},
+        sources=(*(kv for kv in base.sources if kv[0] not in fitted),
+                 *((k, src) for k, (_, src) in fitted.items())))
+
+
+H100_PCIE5_FIT = _refit(H100_PCIE5, "h100-pcie5-fit", {
+    "zero_fill_ns": (232.2, _SUITE_H100 + "; the search kept the probes' value (" + _PROBES
+                     + ")"),
+    "migrate_page_ns": (128.0, _SUITE_H100 + " (the probes: 256 ns at batch 64)"),
+    "evict_ns": (8400.0, _SUITE_H100 + " (the probes did not identify it)")})
 
 _CALIB = ("measured on an NVIDIA H200 (PCIe 5 x16, driver 580.159.04, CUDA 13.0), "
           "2026-11-22, by benchmarks/calibrate (docs/calibration.md)")
@@ -214,13 +220,10 @@ _FIT = ("fitted to 35 real oversubscribed runs of the fit split (factors 1-3) on
 # oversubscribed runs: the cost of an eviction beyond its copy, and of a zero-filled page
 # (docs/validation.md). The measured constants are kept: refitting them too lowered the fit
 # split's loss by 3 % and made factor-1 predictions worse.
-H200_PCIE5_FIT = dataclasses.replace(
-    H200_PCIE5, name="h200-pcie5-fit", evict_ns=13_440.0, zero_fill_ns=131.2,
-    sources=(*(kv for kv in H200_PCIE5.sources
-               if kv[0] not in ("evict_ns", "zero_fill_ns", "host_fault_ns")),
-             ("evict_ns", _FIT), ("zero_fill_ns", _FIT),
-             ("host_fault_ns", "not identified by the fit split (no run's time depends on "
-                               "it): 0, uncalibrated")))
+H200_PCIE5_FIT = _refit(H200_PCIE5, "h200-pcie5-fit", {
+    "evict_ns": (13_440.0, _FIT), "zero_fill_ns": (131.2, _FIT),
+    "host_fault_ns": (0.0, "not identified by the fit split (no run's time depends on it): "
+                           "0, uncalibrated")})
 
 _GRID = ("the least-loss point of a grid on the fit split of the H200 suite and the driver "
          "probes (75 runs; batch_ns 30/80/137 us, zero_fill_ns 131.2/200/300 ns, "
@@ -231,12 +234,9 @@ _GRID = ("the least-loss point of a grid on the fit split of the H200 suite and 
 # The progress front-end's time base: its services are the driver's batches as the blocks'
 # stalls form them, so the constants of page sets do not carry over; refitted by a grid
 # (docs/validation.md, "Device-to-device copies, and a progress preset").
-H200_PCIE5_PROGRESS = dataclasses.replace(
-    H200_PCIE5_FIT, name="h200-pcie5-progress", batch_ns=80_000.0, zero_fill_ns=300.0,
-    migrate_page_ns=128.0,
-    sources=(*(kv for kv in H200_PCIE5_FIT.sources
-               if kv[0] not in ("batch_ns", "zero_fill_ns", "migrate_page_ns")),
-             ("batch_ns", _GRID), ("zero_fill_ns", _GRID), ("migrate_page_ns", _GRID)))
+H200_PCIE5_PROGRESS = _refit(H200_PCIE5_FIT, "h200-pcie5-progress", {
+    "batch_ns": (80_000.0, _GRID), "zero_fill_ns": (300.0, _GRID),
+    "migrate_page_ns": (128.0, _GRID)})
 
 PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H200_PCIE5_FIT,
                                                      H200_PCIE5_PROGRESS, H100_PCIE5,
