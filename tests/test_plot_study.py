@@ -202,3 +202,18 @@ def test_log_panels_leave_out_zero_counts(seven):
     fig = P.plot_migrations(real, sim)
     pages = lines(fig.axes[0])["real PCA on"]
     assert pages[0] == [1.5] and all(y > 0 for y in pages[1])
+
+
+def test_the_presets_table_reads_the_stored_study_rows():
+    # docs/study-dl-oversubscription.md quotes this table ("The presets of 2026-11-29")
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks/study/presets_table.py"
+    spec = importlib.util.spec_from_file_location("study_presets_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t = mod.table().set_index(["workload", "factor"])
+    assert len(t) == 25 and set(t.index.get_level_values(0)) == {
+        "alexnet_off", "resnet50_on", "resnet50_off", "resnet101_on", "resnet101_off"}
+    assert list(t.loc[("resnet50_on", "4")]) == ["77.1", "16.5", "16.7", "20.9"]
+    assert t.loc[("alexnet_off", "4"), "real"] == ">119"     # a censored real run's bound

@@ -10,38 +10,39 @@ workload and factor: per-step slowdowns, `>` before a censored real run's bound.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-RES = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "src"))  # as figures.py: runs from a clone
+
+from uvmsim.plot import slowdown_table  # noqa: E402
+
+RES = HERE / "results"
 
 
 def table() -> pd.DataFrame:
     real = pd.read_csv(RES / "real_runs.csv")
-    real["trace"] = real["model"] + "_" + real["pca"]
-    base = real[real["factor"] == 1].set_index("trace")["iter_s"]
-    real["slowdown"] = real["iter_s"] / real["trace"].map(base)
     old = pd.read_csv(RES / "sim_runs.csv")
-    old = old[(old["model"] == "h200") & (old["prefetch"] == "density")]
     new = pd.read_csv(RES / "sim_runs_presets_2026-11-29.csv")
+    cols = {"real": slowdown_table(real, None),
+            "h200 (2026-11-23)": slowdown_table(None, old, model="h200"),
+            "h200": slowdown_table(None, new, model="h200"),
+            "h200-progress": slowdown_table(None, new, model="h200-progress")}
     rows = []
     for tr in sorted(new["trace"].unique()):
+        w, pca = tr.rsplit("_", 1)
         for f in sorted(new.loc[new["trace"] == tr, "oversub"].unique()):
             if f == 1:
                 continue
-            r = real[(real["trace"] == tr) & (real["factor"] == f)]
-            cell = "-"
-            if len(r):
-                cell = (">" if str(r["censored"].iloc[0]).lower() == "true" else "") + \
-                    f"{r['slowdown'].iloc[0]:.3g}"
-
-            def sim(df, model):
-                x = df[(df["trace"] == tr) & (df["oversub"] == f) & (df["model"] == model)]
-                return f"{x['iter_slowdown'].iloc[0]:.3g}" if len(x) else "-"
-            rows.append({"workload": tr, "factor": f"{f:g}", "real": cell,
-                         "h200 (2026-11-23)": sim(old, "h200"), "h200": sim(new, "h200"),
-                         "h200-progress": sim(new, "h200-progress")})
+            row = {"workload": tr, "factor": f"{f:g}"}
+            for name, sd in cols.items():
+                x = sd[(sd["workload"] == w) & (sd["pca"] == pca) & (sd["factor"] == f)]
+                row[name] = "-" if x.empty else \
+                    (">" if x["censored"].iloc[0] else "") + f"{x['slowdown'].iloc[0]:.3g}"
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
