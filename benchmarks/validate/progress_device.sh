@@ -108,7 +108,8 @@ if has grid; then
   echo "grid rc=$? $(( $(date +%s) - t )) s"; tail -3 "$WORK/logs/grid.log"
 fi
 if has best; then
-  SETS=$($PY -c "import json; b=json.load(open('$WORK/grid.json'))['h200']['best']; print(' '.join(f'--set {k}={v}' for k, v in b.items()))")
+  # the grid's fixed --set constants and its best point: both made its loss
+  SETS=$($PY -c "import json; g=json.load(open('$WORK/grid.json'))['h200']; print(' '.join(f'--set {k}={v}' for k, v in {**g['sets'], **g['best']}.items()))")
   echo "best: $SETS"
   W="${WORKLOADS:-$(suite_workloads) $(probe_names)}"
   W=${W//,/ }
