@@ -140,9 +140,14 @@ def test_policies_and_hardware_lists():
     p = cli("hardware", "--json", check=True)
     hw = json.loads(p.stdout)
     assert {"h100-pcie5", "a100-pcie4"} <= set(hw)
-    for h in hw.values():
+    for n, h in hw.items():
         assert set(h["sources"]) >= {"batch_ns", "fault_ns", "bw_peak_gbps"}
-        assert h["zero_batch_ns"] is None  # no preset sets it: every batch costs batch_ns
+        # only the progress preset prices zero-fill batches apart (with its source); in every
+        # other one such a batch costs batch_ns
+        if n == "h200-pcie5-progress":
+            assert h["zero_batch_ns"] == 30_000.0 and "probe" in h["sources"]["zero_batch_ns"]
+        else:
+            assert h["zero_batch_ns"] is None, n
     # the text listing names an unset zero_batch_ns by what it falls back to
     p = cli("hardware", check=True)
     assert any(ln.split()[:2] == ["zero_batch_ns", "batch_ns"] for ln in p.stdout.splitlines())

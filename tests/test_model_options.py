@@ -280,8 +280,8 @@ def test_model_registry_and_validation():
     assert (p.block_progress, p.store_ahead, p.fault_order, p.share_units) == \
         (True, 16, "age", True)
     assert p.host_access and p.device_copies and p.shared_windows and p.partial_blocks
-    assert (p.hardware.batch_ns, p.hardware.zero_fill_ns, p.hardware.migrate_page_ns) == \
-        (80_000.0, 300.0, 128.0)
+    assert (p.hardware.batch_ns, p.hardware.zero_fill_ns, p.hardware.migrate_page_ns,
+            p.hardware.zero_batch_ns) == (80_000.0, 300.0, 128.0, 30_000.0)
     for k in ("fault_ns", "transfer_latency_ns", "bw_peak_gbps", "evict_ns"):
         assert getattr(p.hardware, k) == getattr(H200_PCIE5_FIT, k), k
     assert "grid" in dict(p.hardware.sources)["batch_ns"]

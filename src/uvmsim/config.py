@@ -234,9 +234,19 @@ _GRID = ("the least-loss point of a grid on the fit split of the H200 suite and 
 # The progress front-end's time base: its services are the driver's batches as the blocks'
 # stalls form them, so the constants of page sets do not carry over; refitted by a grid
 # (docs/validation.md, "Device-to-device copies, and a progress preset").
+# A batch that migrates nothing from the host (zero-filled pages only) is cheaper than one
+# that copies: the first-touch probe bounds it at 29 us all in (docs/validation.md, "How many
+# services a first touch takes"). Within that bound the grid chose 30 us over 10 us; with no
+# bound its least loss keeps batch_ns (docs/validation.md, "Zero-fill batches in the
+# progress preset").
+_ZERO_BATCH = ("30 us: at most 29 us all in, measured by the first-touch probe on an H200 "
+               "(docs/validation.md, 'How many services a first touch takes'); of the values "
+               "that bound allows the fit split's grid chose 30 over 10 us (loss 36.84 "
+               "against 37.27; batch_ns itself, 80 us, 36.31), 2026-11-29 "
+               "(benchmarks/validate/results/h200_zero_batch/grid.json; docs/validation.md)")
 H200_PCIE5_PROGRESS = _refit(H200_PCIE5_FIT, "h200-pcie5-progress", {
     "batch_ns": (80_000.0, _GRID), "zero_fill_ns": (300.0, _GRID),
-    "migrate_page_ns": (128.0, _GRID)})
+    "migrate_page_ns": (128.0, _GRID), "zero_batch_ns": (30_000.0, _ZERO_BATCH)})
 
 PRESETS: dict[str, Hardware] = {h.name: h for h in (H200_PCIE5, H200_PCIE5_FIT,
                                                      H200_PCIE5_PROGRESS, H100_PCIE5,
