@@ -141,6 +141,13 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
     assert "stream was traced on h200, its h100 runs" in capsys.readouterr().err
     forced = fit.predict(runs, fit.model_maker("contract", {"slices": True}, {}))
     assert set(forced["model"]) == {"contract"}
+    # a synthetic trace has no v1.2 streams: with the progress front-end its rows are page
+    # sets, which fit.py says once per trace (a grid over such traces fits page sets)
+    monkeypatch.setattr(fit, "_WARNED", set())
+    fit.predict(runs, fit.model_maker("auto", {"block_progress": True}, {}))
+    err = capsys.readouterr().err
+    assert err.count("stream has no v1.2 per-thread-block streams") == 1
+    assert err.count("mlp_pca has no v1.2 per-thread-block streams") == 1
     # with processes, a (workload, card) each: the same rows in the same order
     pd.testing.assert_frame_equal(fit.predict_jobs(runs, fit.model_maker("auto", {}, {}), 3),
                                   df)

@@ -153,7 +153,15 @@ def trace_of(name: str, card: str | None = None):
 
 
 def replay(name: str, capacity_bytes: int, model, card: str | None = None) -> dict:
-    r = simulate(trace_of(name, card), model=model, capacity_bytes=int(capacity_bytes))
+    t = trace_of(name, card)
+    if model.block_progress and (name, "streams") not in _WARNED and t.streams is None:
+        # its kernels replay as page sets: a grid or fit of the front-end's constants
+        # over such traces fits page sets (v1.1 traces, such as the H100 probes' in
+        # benchmarks/probes/traces/, have no streams)
+        _WARNED.add((name, "streams"))
+        print(f"warning: {name} has no v1.2 per-thread-block streams; block_progress "
+              "replays its kernels as page sets", file=sys.stderr)
+    r = simulate(t, model=model, capacity_bytes=int(capacity_bytes))
     k = r.kernels
     return {"predicted_s": float(k["sim_ns"].sum()) / 1e9,
             "predicted_faults": int(r.summary["faults"]),
