@@ -644,7 +644,8 @@ H200_PROGRESS = Model(
         "page sets at these constants",
     sources=(
         ("hardware", "h200-pcie5-progress: batch_ns, zero_fill_ns, migrate_page_ns " + _GRID
-                     + "; the rest as h200-pcie5-fit"),
+                     + "; zero_batch_ns 30 us, the first-touch probe's bound (its source); "
+                     "the rest as h200-pcie5-fit"),
         ("fault_batch_size", "256, as h200"),
         ("host_access", "on, as h200"),
         ("device_copies", _COPIES.replace("loss 9.09 off against 8.79 on",
