@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/progress_throughput.py [--mib 1024] [--reps 3]
     PYTHONPATH=src python benchmarks/progress_throughput.py --variants [--mib 256]
+    PYTHONPATH=src python benchmarks/progress_throughput.py --heap [--mib 256]
 
 A block-page event is one page of one stream row passed by its thread block (the sum over
 a kernel's stream rows of the access pages each stands for); retries after a stall are
@@ -12,7 +13,10 @@ extra work not counted, so the rate is a lower bound. The trace is synth grid_st
 Python part of a replay (checks, state, the front-end's arrays); `replay` the compiled
 event loop; the rates are of replay. `--variants`: the grid-stride fill at factor 1 replayed
 with one setting changed at a time (what the replay time follows: batches, the eviction
-policy's hits, the resident blocks).
+policy's hits, the resident blocks). `--heap`: the front-end's own cost per event without
+faults, against the resident blocks (the depth of its heap of running blocks): the
+grid-stride fill launched twice at factor 1, whose second launch finds every page resident,
+less the fill launched once; and the same trace replayed as page sets.
 """
 from __future__ import annotations
 
@@ -57,11 +61,16 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--variants", action="store_true",
                    help="the grid-stride fill at factor 1 with one setting changed at a time")
+    p.add_argument("--heap", action="store_true",
+                   help="a fault-free launch's cost per event against the resident blocks")
     a = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     if a.variants:
         variants(a)
+        return
+    if a.heap:
+        heap(a)
         return
     print(f"# {platform.processor() or platform.machine()}, one core; density + lru2m")
     print("| trace | factor | block-page events | faults | prepare s | replay s | "
@@ -99,6 +108,35 @@ def variants(a) -> None:
         _, rep, s = min((once(t, 1.0, **kw) for _ in range(a.reps)), key=lambda x: x[1])
         print(f"| {name} | {min(sms * 8, 2048):,} | {events(t):,} | {s['faults']:,} | "
               f"{s['fault_batches']:,} | {rep:.3f} |")
+
+
+def heap(a) -> None:
+    print(f"# {platform.processor() or platform.machine()}, one core; grid_stride_fill "
+          f"{a.mib} MiB, factor 1, best of {a.reps}")
+    print("| resident slots | block-page events (second launch) | faults | "
+          "second launch s | ns/event | page sets, both launches s |")
+    print("|---|---|---|---|---|---|")
+    for sms in (1, 16, 132):
+        s = {}
+        for nk in (1, 2):
+            t = synth.make("grid_stride_fill", footprint_bytes=a.mib * MiB, grid=2048,
+                           block=256, sm_count=sms, max_blocks_per_sm=8, kernels=nk)
+            once(t, 1.0)  # compile
+            s[nk] = min((once(t, 1.0) for _ in range(a.reps)), key=lambda x: x[1])
+        ev = events(t) // 2
+        second = s[2][1] - s[1][1]
+        assert s[2][2]["faults"] == s[1][2]["faults"]  # the second launch faults on nothing
+        ps = min(_page_sets(t) for _ in range(a.reps))
+        print(f"| {min(sms * 8, 2048):,} | {ev:,} | 0 | {second:.4f} | "
+              f"{second * 1e9 / ev:.0f} | {ps:.4f} |")
+
+
+def _page_sets(t) -> float:
+    run = prepare(t, oversub=1.0)
+    eng = engine_for(run.pf, run.ev, frontend=frontend_of(run.model))
+    t0 = time.perf_counter()
+    eng.replay(run.pst, run.est, run.state, engine_trace(run.arrays), run.fault_batch_size)
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

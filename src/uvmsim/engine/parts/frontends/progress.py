@@ -58,8 +58,13 @@ def heap_pop(S, n):
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hb[c + 1] < hb[c])):
-            c += 1
+        if c + 1 < n:
+            # the lesser child without a branch (& and | evaluate both sides): which child
+            # is less is a coin toss, and the replay's time follows the heap's depth
+            # (docs/performance.md, "Block progress")
+            t0 = ht[c]
+            t1 = ht[c + 1]
+            c += np.int64((t1 < t0) | ((t1 == t0) & (hb[c + 1] < hb[c])))
         if ht[c] < t or (ht[c] == t and hb[c] < b):
             ht[i] = ht[c]
             hb[i] = hb[c]
