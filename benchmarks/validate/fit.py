@@ -313,10 +313,24 @@ def comp_loss(theta: np.ndarray, comp: np.ndarray, real: np.ndarray, cen: np.nda
     (t(f) / t(1)) at f > 1, the quantity the goal is set on (docs/validation.md); a censored
     run (real > T) counts only when predicted below its bound. Absolute, not squared: a few
     runs that no constant can fix must not drag the constants away from the many it can."""
-    pred = comp[:, 0] + comp[:, 1:] @ theta
-    lr = np.log(pred / real) - np.where(base == np.arange(len(base)), 0.0,
-                                        np.log(pred[base] / real[base]))
+    lr = log_errors(comp[:, 0] + comp[:, 1:] @ theta, real, base)
     return float(np.sum(np.abs(np.where(cen, np.minimum(lr, 0.0), lr))))
+
+
+def log_errors(pred: np.ndarray, real: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Per run, ln(predicted / real) of the factor-1 time (base[i] == i) or of the slowdown
+    (time at f over the run base[i]'s, the same workload's at factor 1)."""
+    return np.log(pred / real) - np.where(base == np.arange(len(base)), 0.0,
+                                          np.log(pred[base] / real[base]))
+
+
+def fit_split(runs: pd.DataFrame, card: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """`card`'s fit-split runs in the order `grid` and `fit` replay them, and for each the
+    index of its workload's factor-1 run among them (comp_loss's `base`)."""
+    fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
+    first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
+             if f == 1}
+    return fitruns, np.array([first[w] for w in fitruns["workload"]])
 
 
 def search(comp: np.ndarray, real: np.ndarray, cen: np.ndarray, base: np.ndarray,
@@ -396,14 +410,11 @@ def fit_card(card: str, runs: pd.DataFrame, base_model: Model, a) -> dict:
         raise SystemExit(f"fit: the time layer is not linear with {', '.join(timed)} on (its "
                          "counts depend on time); compare constants by replaying them with "
                          "`grid` instead")
-    fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
+    fitruns, base_idx = fit_split(runs, card)
     if fitruns.empty:
         raise SystemExit(f"no fit-split run on card {card!r}")
     real = fitruns["real_s"].to_numpy()
     cen = fitruns["censored"].to_numpy()
-    first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
-             if f == 1}
-    base_idx = np.array([first[w] for w in fitruns["workload"]])
     hw = base_model.hardware
     # a constant not searched keeps the model's value; a searched one starts where the
     # search can move it (a constant at 0 would stay there on a log grid)
@@ -478,15 +489,13 @@ def grid_card(card: str, runs: pd.DataFrame, a) -> dict:
     whose counts move with the constants, so that every point is a replay."""
     from concurrent.futures import ProcessPoolExecutor
     import multiprocessing as mp
-    fitruns = runs[(runs["split"] == "fit") & (runs["card"] == card)].reset_index(drop=True)
+    fitruns, base = fit_split(runs, card)
     if fitruns.empty:
         raise SystemExit(f"no fit-split run on card {card!r}")
-    first = {w: i for i, (w, f) in enumerate(zip(fitruns["workload"], fitruns["factor"]))
-             if f == 1}
     options, sets = parse_settings(a.option, a.set)
     _GRID.update(runs=fitruns, model=a.model, options=options, sets=sets,
                  real=fitruns["real_s"].to_numpy(), cen=fitruns["censored"].to_numpy(),
-                 base=np.array([first[w] for w in fitruns["workload"]]))
+                 base=base)
     points = parse_grid(a.grid)
     t = time.time()
     if a.jobs > 1:

@@ -31,11 +31,9 @@ def main() -> int:
     runs = fit.load_runs()
     probes = fit.probe_runs(fit.DEFAULT_CONTEXT, a.probe_runs)
     allr = pd.concat([runs, probes], ignore_index=True)
-    fr = allr[(allr["split"] == "fit") & (allr["card"] == a.card)].reset_index(drop=True)
+    fr, base = fit.fit_split(allr, a.card)
     if len(fr) != g["runs"]:
         raise SystemExit(f"{a.grid}: {g['runs']} runs, but the fit split here has {len(fr)}")
-    first = {w: i for i, (w, f) in enumerate(zip(fr["workload"], fr["factor"])) if f == 1}
-    base = np.array([first[w] for w in fr["workload"]])
     real = fr["real_s"].to_numpy()
     cen = fr["censored"].to_numpy()
     f1 = base == np.arange(len(base))
@@ -45,8 +43,7 @@ def main() -> int:
           "probes factor 1 | probes slowdown |")
     print("|" + " --- |" * (len(keys) + 5))
     for p in sorted(g["points"], key=lambda r: r["loss"]):
-        pred = np.array(p["predicted_s"])
-        lr = np.log(pred / real) - np.where(f1, 0.0, np.log(pred[base] / real[base]))
+        lr = fit.log_errors(np.array(p["predicted_s"]), real, base)
         cells = []
         for m in (~probe, probe):
             cells.append(f"x{np.exp(np.median(np.abs(lr[f1 & m]))):.2f}")

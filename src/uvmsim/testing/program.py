@@ -43,8 +43,8 @@ class Kernel:
 @dataclass(frozen=True)
 class Range:
     """A range event on pages first..first+count-1 of an allocation: op is memcpy_htod,
-    memcpy_dtoh, memcpy_dtod (the range is its destination), memset, prefetch (arg 'gpu'/'cpu'), host_access (arg 'read'/'write'/None,
-    v1.1) or advise (arg: the advice)."""
+    memcpy_dtoh, memcpy_dtod (the range is its destination), memset, prefetch (arg
+    'gpu'/'cpu'), host_access (arg 'read'/'write'/None, v1.1) or advise (arg: the advice)."""
 
     op: str
     alloc: int
