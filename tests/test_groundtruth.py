@@ -16,8 +16,8 @@ import pytest
 
 from uvmsim.cli import main as cli_main
 from uvmsim.groundtruth import (CAUSE_COLUMNS, CAUSES, UM_DTYPE, RunError, attribute_records,
-                                counts_by_kernel, free_target_bytes, peak_live_managed_bytes,
-                                required_traffic, run, trace_bounds)
+                                counts_by_kernel, driver_counters_text, free_target_bytes,
+                                peak_live_managed_bytes, required_traffic, run, trace_bounds)
 from uvmsim.trace.builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,7 +199,9 @@ FAKE = textwrap.dedent("""
         time.sleep(60)
     with open(f"{{out}}/timing.{{pid}}.jsonl", "a") as f:
         f.write(json.dumps({{"t": "end", "how": "exit", "kernels": 2, "managed_peak": fp,
-                            "dropped_records": 0, "t_ns": 3000}}) + "\\n")
+                            "dropped_records": 0, "driver_counters": {{
+                                "status": "ok", "htod_bytes": 3 << 20, "dtoh_bytes": 1 << 20,
+                                "cpu_faults": 5, "gpu_faults": 40}}, "t_ns": 3000}}) + "\\n")
 """)
 
 
@@ -227,6 +229,17 @@ def test_run_reads_kernels_counters_and_balloon(fake):
     assert r["totals"]["dtoh_bytes"] == 4096 and r["outside_kernels"]["dtoh_bytes"] == 4096
     assert r["managed_peak_bytes"] == GiB
     assert r["gpu_phase_wall_s"] == pytest.approx(2000 / 1e9)
+    # the driver's own totals come through apart from CUPTI's records
+    assert r["driver_counters"] == {"status": "ok", "htod_bytes": 3 << 20,
+                                    "dtoh_bytes": 1 << 20, "cpu_faults": 5, "gpu_faults": 40}
+    assert driver_counters_text(r["driver_counters"]) == (
+        "driver counters: HtoD 3.0 MiB, DtoH 1.0 MiB, 40 GPU faults, 5 CPU faults")
+
+
+def test_driver_counters_text_says_why_there_are_none():
+    assert "not read (cannot open /dev/nvidia-uvm-tools" in driver_counters_text(
+        {"status": "cannot open /dev/nvidia-uvm-tools: No such file or directory"})
+    assert driver_counters_text(None).startswith("driver counters: none")
 
 
 def test_run_refused_when_footprint_exceeds_free(fake):
@@ -241,6 +254,7 @@ def test_run_that_outlives_its_timeout_is_censored_not_dropped(fake):
     assert r["real_s"] == 2.0 and r["timeout_s"] == 2.0
     assert r["kernels"]["duration_ns"] == [50, 60]  # what was measured is kept
     assert r["exit_status"] == 128 + 9
+    assert r["driver_counters"] is None  # killed before its end line
 
 
 # --------------------------------------------------------------------------- CLI errors

@@ -62,6 +62,13 @@ bool balloon_init(void (*on_timeout)());
 void balloon_before_gpu_use();   // makes the balloon once a context is current (idempotent)
 std::string balloon_end_fields();  // ",\"balloon_made\":..." for the end line
 
+// The UVM driver's own per-process counters (driver_counters.cpp): HtoD and DtoH bytes, CPU and
+// GPU page faults, which no event queue can drop. driver_counters_start returns true once
+// settled (counting, or refused for good: the end line's status says which); false means
+// the CUDA driver has not set up its VA space yet, and a later call tries again.
+bool driver_counters_start();
+std::string driver_counters_fields();  // ",\"driver_counters\":{\"status\":...}" for the end line
+
 // One unified-memory counter record as the timing pass writes it to timing.<pid>.bin
 // (uvmsim.groundtruth.UM_DTYPE).
 struct UmRecord {

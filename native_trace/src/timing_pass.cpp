@@ -1,7 +1,9 @@
 // Timing pass: CUPTI activity records give every kernel's uninstrumented start and end on the
 // GPU. Before each launch, live managed allocations are prefetched to the launching device and
 // waited for, so a kernel's duration holds no UVM faults (trace-format.md, kernels.duration_ns).
-// Optionally (UVMTRACE_UM_COUNTERS=1) it tries CUPTI's unified-memory counters.
+// Optionally (UVMTRACE_UM_COUNTERS=1) it tries CUPTI's unified-memory counters, and
+// (UVMTRACE_DRIVER_COUNTERS=1, the default with CUPTI's counters) reads the UVM driver's own
+// lossless totals (driver_counters.cpp) into the end line.
 //
 // The same pass measures real oversubscribed runs (`uvmsim run`, docs/groundtruth.md): with
 // prefetching off, the balloon of balloon.cpp in place and the counters on, kernel durations
@@ -28,6 +30,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -49,6 +52,7 @@ bool g_um = false;
 bool g_um_enabled = false;
 bool g_um_binary = false;
 bool g_balloon = false;
+bool g_driver_counters = false;  // the driver's totals (driver_counters.cpp)
 uint64_t g_prefetches = 0, g_prefetch_errors = 0, g_kernels = 0, g_um_records = 0, g_dropped_records = 0;
 thread_local int t_launch_depth = 0;  // >0 inside a launch call (runtime wraps driver)
 
@@ -331,8 +335,18 @@ void note_occupancy(CUpti_CallbackId cbid, const void* params, uint32_t corr) {
   if (t_outer_corr != 0) g_occ_by_corr[t_outer_corr] = a;
 }
 
+// Starts the driver's counters before anything can migrate: at the context's creation, the
+// first managed allocation's return and the first launch (a module's __managed__ variables
+// need no allocation call). Until the CUDA driver has set up its VA space it fails, and the
+// next of these tries again.
+void start_driver_counters() {
+  static std::atomic<bool> settled{false};  // driver_counters_start locks; this only skips it
+  if (g_driver_counters && !settled.load(std::memory_order_relaxed) && driver_counters_start()) settled = true;
+}
+
 void on_launch_enter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   if (g_balloon) balloon_before_gpu_use();  // at every depth: a runtime launch may create its context
+  start_driver_counters();
   if (t_launch_depth == 0) t_outer_corr = cb->correlationId;
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) note_occupancy(cbid, cb->functionParams, cb->correlationId);
   if (t_launch_depth++ == 0) prefetch_managed(launch_stream(domain, cbid, cb->functionParams));
@@ -343,6 +357,7 @@ void on_launch_exit() {
 
 void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) start_driver_counters();
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && g_um && !g_um_enabled) {
       // a real run also asks for the driver's thrashing/throttling records, and falls back
       // to the four basic counters where those are refused
@@ -359,6 +374,7 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
       case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
         if (enter && g_balloon) balloon_before_gpu_use();  // before any managed data exists
         if (!enter && *(const CUresult*)cb->functionReturnValue == CUDA_SUCCESS) {
+          start_driver_counters();
           auto* p = (const cuMemAllocManaged_params*)cb->functionParams;
           std::lock_guard<std::mutex> g(g_mu);
           g_managed[(uint64_t)*p->dptr] = (uint64_t)p->bytesize;
@@ -390,7 +406,8 @@ void end_line(const char* how) {
                 ",\"prefetches\":" + std::to_string(g_prefetches) + ",\"prefetch_errors\":" + std::to_string(g_prefetch_errors) +
                 ",\"prefetch_skipped_capture\":" + std::to_string(g_prefetch_skipped_capture) + ",\"um_records\":" + std::to_string(g_um_records) +
                 ",\"dropped_records\":" + std::to_string(g_dropped_records) +
-                ",\"managed_peak\":" + std::to_string(g_managed_peak) + balloon_end_fields() + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
+                ",\"managed_peak\":" + std::to_string(g_managed_peak) + balloon_end_fields() +
+                (g_driver_counters ? driver_counters_fields() : std::string()) + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
 }
 
 void at_exit() {
@@ -415,6 +432,9 @@ int timing_pass_init() {
   g_um = env_flag("UVMTRACE_UM_COUNTERS", false);
   g_um_binary = env_flag("UVMTRACE_UM_BINARY", false);
   g_balloon = balloon_init(at_timeout);
+  // off by default in plain timing runs: the driver's tools callbacks cost it time in every
+  // fault service (docs/groundtruth.md, "The driver's own counters")
+  g_driver_counters = env_flag("UVMTRACE_DRIVER_COUNTERS", g_um);
   writer().line("{\"t\":\"meta\",\"pass\":\"timing\",\"version\":" + json_str(kVersion) + ",\"prefetch_managed\":" +
                 (g_prefetch ? "true" : "false") + ",\"t_ns\":" + std::to_string(now_ns()) + "}");
   if (g_um) {
@@ -440,7 +460,8 @@ int timing_pass_init() {
       CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
       CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000};
   for (auto id : rt) need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id), "cuptiEnableCallback(runtime)");
-  if (g_um) need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED), "cuptiEnableCallback(resource)");
+  if (g_um || g_driver_counters)
+    need(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED), "cuptiEnableCallback(resource)");
   atexit(at_exit);
   return 0;
 }

@@ -11,7 +11,10 @@ changes (docs/groundtruth.md):
   footprint itself does not fit in the free memory);
 * no prefetching, so kernel durations (CUPTI activity) hold the real faults and migrations;
 * CUPTI's **unified-memory counters** (GPU page faults, HtoD/DtoH bytes and, where the driver
-  gives them, thrashing and throttling), attributed to kernels by timestamp.
+  gives them, thrashing and throttling), attributed to kernels by timestamp;
+* the **UVM driver's own totals** of the process (HtoD/DtoH bytes, GPU and CPU page faults:
+  ``driver_counters``), which, unlike CUPTI's records, no queue can drop
+  (native_trace/src/driver_counters.cpp).
 
 Every run has a timeout. A run that times out is kept: it is reported as censored, with
 ``real_s`` equal to the timeout (the real time is "> T").
@@ -37,8 +40,8 @@ from . import gpucheck
 from .errors import UserError, parse_env, run_command
 
 __all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
-           "counts_by_kernel", "free_target_bytes", "peak_live_managed_bytes",
-           "footprint_from_trace", "run", "run_from_args", "summarize_raw"]
+           "counts_by_kernel", "driver_counters_text", "free_target_bytes",
+           "peak_live_managed_bytes", "footprint_from_trace", "run", "run_from_args", "summarize_raw"]
 
 #: one unified-memory counter record as the timing pass writes it (native_trace/src/common.h)
 UM_DTYPE = np.dtype([("counter", "<u4"), ("flags", "<u4"), ("value", "<u8"), ("start", "<u8"),
@@ -298,7 +301,7 @@ def _gpu_info() -> tuple[tuple[str, Any], ...]:
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
         trace: str | os.PathLike | None = None, timeout_s: float = 300.0,
         lib: str | os.PathLike | None = None, counters: bool = True,
-        keep_raw: str | os.PathLike | None = None, extra_env: dict[str, str] | None = None,
+        driver_counters: bool | None = None, keep_raw: str | os.PathLike | None = None, extra_env: dict[str, str] | None = None,
         out: str | os.PathLike | None = None, reserve: int = 0,
         grace_s: float = STARTUP_GRACE_S) -> dict[str, Any]:
     """Run `cmd` with its managed footprint oversubscribed `factor` times; returns the result.
@@ -308,6 +311,9 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     driver take for themselves after the balloon, see docs/groundtruth.md). The result
     (also written to `out` as JSON) holds per-kernel durations and counters, totals, the
     balloon, the free memory left and whether the run was censored by `timeout_s`.
+    `driver_counters` (default: as `counters`) reads the driver's own totals; like CUPTI's
+    records they cost the driver time in every fault service (docs/groundtruth.md), so a run
+    that measures time has neither.
     The library stops the program `timeout_s` after the balloon; should it not, the program's
     process group is killed `grace_s` later. Raises `RunError` when the run cannot be made or
     the library refused it.
@@ -336,6 +342,8 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
     env = collector_env("timing", library, raw, user_env=extra_env, settings={
         "UVMTRACE_PREFETCH_MANAGED": "0",
         "UVMTRACE_UM_COUNTERS": "1" if counters else "0",
+        "UVMTRACE_DRIVER_COUNTERS": "1" if (counters if driver_counters is None
+                                            else driver_counters) else "0",
         "UVMTRACE_UM_BINARY": "1",
         "UVMTRACE_BALLOON_FOOTPRINT": str(int(footprint)),
         "UVMTRACE_BALLOON_FREE_TARGET": str(int(target)),
@@ -389,6 +397,9 @@ def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
         # the program's own peak of live managed bytes, seen by the library (cross-check of
         # the footprint)
         "managed_peak_bytes": end.get("managed_peak"),
+        # the driver's lossless totals for the whole process: {"status": "ok", "htod_bytes",
+        # "dtoh_bytes", "gpu_faults", "cpu_faults"}, or a status saying why there are none
+        "driver_counters": end.get("driver_counters"),
         "totals": totals, **split, "kernels": table,
         "raw_complete": bool(end), "notes": s.get("notes") or [],
     }
@@ -420,7 +431,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "take after the balloon (default 0; docs/groundtruth.md)")
     p.add_argument("-o", "--output", metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--no-counters", action="store_true",
-                   help="kernel times only, without CUPTI's unified-memory counters")
+                   help="kernel times only, without CUPTI's unified-memory counters (and, "
+                        "unless --driver-counters, without the driver's totals)")
+    p.add_argument("--driver-counters", action=argparse.BooleanOptionalAction, default=None,
+                   help="read the UVM driver's own totals of HtoD/DtoH bytes and faults, "
+                        "which CUPTI's records undercount (default: with the counters)")
     p.add_argument("--lib", help="collector library (default: $UVMTRACE_LIB or "
                                  "native_trace/build/libuvmtrace.so)")
     p.add_argument("--keep-raw", metavar="DIR", help="keep the raw files in DIR")
@@ -438,6 +453,7 @@ def run_from_args(a: argparse.Namespace) -> int:
         cmd = cmd[1:]
     r = run(cmd, factor=a.oversub, footprint=a.footprint, trace=a.trace,
             timeout_s=a.timeout, lib=a.lib, counters=not a.no_counters,
+            driver_counters=a.driver_counters,
             keep_raw=a.keep_raw, extra_env=parse_env(a.env), out=a.output, reserve=a.reserve)
     t = r["totals"]
     real = f"> {r['real_s']:.1f} s (censored)" if r["censored"] else f"{r['real_s']:.4f} s"
@@ -447,8 +463,20 @@ def run_from_args(a: argparse.Namespace) -> int:
           f"{r['balloon_bytes'] / 2**30:,.2f} GiB: real {real}, {r['kernels_n']} kernels, "
           f"{t['gpu_page_faults']:,} GPU faults, HtoD {t['htod_bytes'] / 2**20:,.1f} MiB, "
           f"DtoH {t['dtoh_bytes'] / 2**20:,.1f} MiB, wall {r['wall_s']:.2f} s "
-          f"(exit {r['exit_status']})", file=sys.stderr)
+          f"(exit {r['exit_status']}); {driver_counters_text(r.get('driver_counters'))}",
+          file=sys.stderr)
     return EXIT_TIMEOUT if r["censored"] else int(r["exit_status"])
+
+
+def driver_counters_text(dc: dict[str, Any] | None) -> str:
+    """The driver's totals of a run, for a person: what CUPTI's records may have dropped."""
+    if not dc:
+        return "driver counters: none (a collector without them, or no end line)"
+    if dc.get("status") != "ok":
+        return f"driver counters: not read ({dc.get('status')})"
+    return (f"driver counters: HtoD {dc['htod_bytes'] / 2**20:,.1f} MiB, DtoH "
+            f"{dc['dtoh_bytes'] / 2**20:,.1f} MiB, {dc['gpu_faults']:,} GPU faults, "
+            f"{dc['cpu_faults']:,} CPU faults")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -53,10 +53,33 @@ def test_oversubscribed_run_reports_faults_and_migrations(collector, workloads):
     assert k["gpu_page_faults"] > 0 and k["gpu_fault_records"] > 0
     assert k["htod_bytes"] >= 60 * MiB   # the matrix (60.5 MiB) came over
     assert k["dtoh_bytes"] > 0           # and pages were evicted to make room
+    # the driver's own totals count at least what CUPTI's records (which can drop) did
+    dc = r["driver_counters"]
+    assert dc["status"] == "ok", dc
+    assert dc["htod_bytes"] >= r["totals"]["htod_bytes"] and dc["htod_bytes"] >= 60 * MiB
+    assert dc["dtoh_bytes"] >= r["totals"]["dtoh_bytes"] and dc["dtoh_bytes"] > 0
+    assert dc["gpu_faults"] > 0
     per = r["kernels"]
     assert sum(per["htod_bytes"]) == k["htod_bytes"]
     assert len(per["duration_ns"]) == r["kernels_n"] == 2
     assert r["real_s"] == pytest.approx(sum(per["duration_ns"]) / 1e9)
+
+
+def test_driver_counters_count_exactly_what_migrated(collector, workloads):
+    # stream --mib 96 --init host at factor 1: the CPU writes b and c (32 MiB each), the GPU
+    # reads them (each page migrates once, nothing is evicted) and zero-fills a on the GPU
+    # (no migration); then the CPU reads 64 words of one array back
+    r = run([str(workloads), "stream", "--mib", "96", "--init", "host"], factor=1.0,
+            footprint=96 * MiB, timeout_s=60, lib=collector["lib"], counters=False,
+            reserve=32 * MiB, driver_counters=True)
+    # (the reserve leaves room for the context: without it the triads evict)
+    assert r["exit_status"] == 0 and not r["censored"]
+    dc = r["driver_counters"]
+    assert dc["status"] == "ok", dc
+    assert dc["htod_bytes"] == 64 * MiB
+    assert 0 < dc["dtoh_bytes"] <= 32 * MiB   # what the CPU read back, and its neighbours
+    assert dc["cpu_faults"] >= 64 and dc["gpu_faults"] > 0
+    assert r["counter_records"] == 0  # CUPTI's counters were off: the totals are the driver's
 
 
 def test_timeout_is_reported_censored(collector, workloads):
