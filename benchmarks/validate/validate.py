@@ -60,7 +60,8 @@ RUN_COLUMNS = ["workload", "kind", "factor", "real_s", "censored", "timeout_s", 
                "free_at_exit_bytes", "managed_peak_bytes", "counters_real_s",
                "counters_censored", "gpu_fault_records", "htod_demand_bytes",
                "htod_prefetch_bytes", "dtoh_eviction_bytes", "thrashing", "throttling", "date",
-               "card"]
+               "card", "driver_htod_bytes", "driver_dtoh_bytes", "driver_gpu_faults",
+               "driver_cpu_faults", "counters_driver_htod_bytes", "counters_driver_dtoh_bytes"]
 RESERVE_CANDIDATES_MIB = (0, 16, 32, 64, 128, 256, 512)
 RESERVE_PROBE = {"cuda": "stream", "torch": "mlp_pca"}
 FOOT_COLUMNS = ["workload", "footprint_bytes", "trace_kernels", "trace_rows", "trace_bytes",
@@ -205,6 +206,13 @@ def run_row(w: dict[str, str], r: dict, c: dict | None) -> dict:
            "free_at_exit_bytes": r["free_at_exit_bytes"],
            "managed_peak_bytes": r["managed_peak_bytes"], "date": r["date"],
            "card": r.get("gpu", "")}
+    # the driver's lossless totals (groundtruth.py): of the timing run at every factor, and
+    # of the counter run, the same run as CUPTI's records (so their difference is CUPTI's loss)
+    for prefix, run in (("driver_", r), ("counters_driver_", c)):
+        dc = (run or {}).get("driver_counters") or {}
+        if dc.get("status") == "ok":
+            keys = ("htod_bytes", "dtoh_bytes", "gpu_faults", "cpu_faults")
+            row.update({prefix + k: dc[k] for k in keys if prefix + k in RUN_COLUMNS})
     if c is not None:
         t = c["totals"]
         row.update(faults=t["gpu_page_faults"], htod_bytes=t["htod_bytes"],
