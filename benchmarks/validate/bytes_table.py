@@ -1,7 +1,8 @@
 """Replayed traffic against the UVM driver's own counts, where CUPTI's records fall short.
 
-    python benchmarks/validate/bytes_table.py [--runs results/h200_driver/real_runs.csv]
-        [--validation results/validation.csv] [--base results/real_runs.csv] [--csv OUT.csv]
+    python benchmarks/validate/bytes_table.py
+        [--runs results/remeasured/h200_driver/real_runs.csv] [--validation results/validation.csv]
+        [--base results/real_runs.csv] [--csv OUT.csv]
 
 `validation.csv` holds the replay's HtoD/DtoH bytes of every run and CUPTI's counts, which
 are lower bounds (docs/model.md, "CUPTI's counters are lower bounds"). `--runs` is a
@@ -63,7 +64,8 @@ def within(rep: pd.Series, real: pd.Series) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default=str(HERE / "results" / "h200_driver" / "real_runs.csv"))
+    ap.add_argument("--runs", default=str(HERE / "results" / "remeasured" / "h200_driver"
+                                         / "real_runs.csv"))
     ap.add_argument("--validation", default=str(HERE / "results" / "validation.csv"))
     ap.add_argument("--base", default=str(HERE / "results" / "real_runs.csv"),
                     help="the real runs validation.csv was made from")

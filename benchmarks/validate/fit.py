@@ -81,8 +81,9 @@ def parse_context(spec: str) -> dict[str, int | None]:
 def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     """Real runs that finished or were censored (a run that failed to start has no time),
     with their card and the capacity their replay gets."""
-    paths = [RESULTS / "real_runs.csv"] + sorted(RESULTS.glob("*/real_runs.csv"))
-    runs = pd.concat([pd.read_csv(p) for p in paths if p.exists()], ignore_index=True)
+    paths = [p for p in [RESULTS / "real_runs.csv"] + sorted(RESULTS.glob("*/real_runs.csv"))
+             if p.exists()]
+    runs = pd.concat([pd.read_csv(p).assign(_file=str(p)) for p in paths], ignore_index=True)
     wl = pd.read_csv(HERE / "workloads.csv")[["workload", "pattern"]]
     runs = runs.merge(wl, on="workload")
     runs["trace"] = runs["workload"]
@@ -90,6 +91,16 @@ def load_runs(context: str = DEFAULT_CONTEXT) -> pd.DataFrame:
     runs["censored"] = runs["censored"].astype(str).str.lower() == "true"
     gpu = runs["card"] if "card" in runs else pd.Series("", index=runs.index)
     runs["card"] = [card_of("" if g != g else str(g)) for g in gpu]
+    # each folder holds one card's runs: a run in two of them would be replayed twice and
+    # its factor-1 time would be ambiguous (runs made again for another purpose belong two
+    # levels down, e.g. results/remeasured/)
+    dup = runs[runs.duplicated(["workload", "card", "factor"], keep=False)]
+    if len(dup):
+        first = dup.iloc[0]
+        files = sorted(set(dup.loc[dup["workload"] == first["workload"], "_file"]))
+        raise SystemExit(f"{len(dup)} real runs appear twice, e.g. {first['workload']} at "
+                         f"factor {first['factor']:g} on {first['card']}, in {files}")
+    runs = runs.drop(columns="_file")
     ctx = parse_context(context)
     runs["capacity_bytes"] = [
         int(f) - (int(r) if ctx.get(k) is None else ctx[k])
