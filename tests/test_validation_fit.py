@@ -128,6 +128,12 @@ def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, 
     assert cap[("stream", "h100", 1)] == 32 * MiB - 4 * MiB
     assert cap[("mlp_pca", "h200", 1)] == 32 * MiB - 16 * MiB
     assert fit.load_runs("cuda=reserve")["capacity_bytes"].max() == 32 * MiB - 16 * MiB
+    # the same run in a second folder (an H200 run remeasured) is refused, naming both files
+    (tmp_path / "results" / "again").mkdir()
+    df[~h100].head(1).to_csv(tmp_path / "results" / "again" / "real_runs.csv", index=False)
+    with pytest.raises(SystemExit, match=r"stream at factor 1 on h200, in .*again.*real_runs"):
+        fit.load_runs("cuda=4")
+    (tmp_path / "results" / "again" / "real_runs.csv").unlink()
     df = fit.predict(runs, fit.model_maker("auto", {}, {}))
     assert dict(zip(df["card"], df["model"])) == {"h200": "h200", "h100": "h100"}
     # each card's slowdown is over its own factor-1 run
