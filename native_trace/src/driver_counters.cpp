@@ -67,6 +67,12 @@ struct CountersParams {  // UVM_TOOLS_ENABLE_COUNTERS_PARAMS: 16 bytes
 };
 static_assert(sizeof(CountersParams) == 16, "UVM_TOOLS_ENABLE_COUNTERS_PARAMS");
 
+std::string hex(uint32_t v) {
+  char b[16];
+  snprintf(b, sizeof b, "0x%x", v);
+  return b;
+}
+
 std::mutex g_mu;
 bool g_on = false;          // counting
 bool g_settled = false;     // counting, or no later attempt can succeed
@@ -98,7 +104,7 @@ std::string try_uvm_fds() {
       return "";
     }
     tried += std::string(tried.empty() ? "" : ", ") + "fd " + e->d_name + ": " +
-             (rc != 0 ? std::string("ioctl ") + strerror(errno) : "status 0x" + std::to_string(p.rm_status));
+             (rc != 0 ? std::string("ioctl ") + strerror(errno) : "status " + hex(p.rm_status));
   }
   closedir(d);
   return tried.empty() ? "no /dev/nvidia-uvm fd open yet" : "refused (" + tried + ")";
@@ -141,7 +147,7 @@ bool driver_counters_start() {
   c.counter_type_flags = kMask;
   int rc = ioctl(g_tools_fd, kEnableCounters, &c);
   if (rc != 0 || c.rm_status != 0) {
-    g_status = rc != 0 ? std::string("enable: ioctl ") + strerror(errno) : "enable: status 0x" + std::to_string(c.rm_status);
+    g_status = rc != 0 ? std::string("enable: ioctl ") + strerror(errno) : "enable: status " + hex(c.rm_status);
     return g_settled = true;
   }
   g_on = g_settled = true;
