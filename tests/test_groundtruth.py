@@ -242,6 +242,29 @@ def test_driver_counters_text_says_why_there_are_none():
     assert driver_counters_text(None).startswith("driver counters: none")
 
 
+@pytest.mark.parametrize("counters, driver, cli, expect", [
+    (True, None, [], "1"),                                  # with CUPTI's, by default
+    (False, None, ["--no-counters"], "0"),                  # a timing run has neither
+    (False, True, ["--no-counters", "--driver-counters"], "1"),
+    (True, False, ["--no-driver-counters"], "0"),
+])
+def test_driver_counters_follow_the_counters_unless_asked(fake, monkeypatch, counters, driver,
+                                                          cli, expect):
+    from uvmsim.record import collector
+    seen = []
+    real_env = collector.collector_env
+
+    def spy(*args, **kw):
+        seen.append(kw["settings"]["UVMTRACE_DRIVER_COUNTERS"])
+        return real_env(*args, **kw)
+    monkeypatch.setattr(collector, "collector_env", spy)
+    run(fake["cmd"] + ["ok"], factor=2.0, footprint=GiB, timeout_s=30, lib=fake["lib"],
+        counters=counters, driver_counters=driver)
+    assert cli_main(["run", "--oversub", "2", "--footprint", "1GiB", "--lib", str(fake["lib"])]
+                    + cli + ["--"] + fake["cmd"] + ["ok"]) == 0
+    assert seen == [expect, expect]
+
+
 def test_run_refused_when_footprint_exceeds_free(fake):
     with pytest.raises(RunError, match="exceeds the GPU's free memory"):
         run(fake["cmd"] + ["refuse"], factor=2.0, footprint=GiB, timeout_s=30, lib=fake["lib"])

@@ -433,7 +433,7 @@ int timing_pass_init() {
   g_um_binary = env_flag("UVMTRACE_UM_BINARY", false);
   g_balloon = balloon_init(at_timeout);
   // off by default in plain timing runs: the driver's tools callbacks cost it time in every
-  // fault service (docs/groundtruth.md, "The driver's own counters")
+  // fault service (docs/groundtruth.md, "The counters' cost")
   g_driver_counters = env_flag("UVMTRACE_DRIVER_COUNTERS", g_um);
   writer().line("{\"t\":\"meta\",\"pass\":\"timing\",\"version\":" + json_str(kVersion) + ",\"prefetch_managed\":" +
                 (g_prefetch ? "true" : "false") + ",\"t_ns\":" + std::to_string(now_ns()) + "}");

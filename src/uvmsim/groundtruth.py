@@ -41,7 +41,8 @@ from .errors import UserError, parse_env, run_command
 
 __all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
            "counts_by_kernel", "driver_counters_text", "free_target_bytes",
-           "peak_live_managed_bytes", "footprint_from_trace", "run", "run_from_args", "summarize_raw"]
+           "peak_live_managed_bytes", "footprint_from_trace", "run", "run_from_args",
+           "summarize_raw"]
 
 #: one unified-memory counter record as the timing pass writes it (native_trace/src/common.h)
 UM_DTYPE = np.dtype([("counter", "<u4"), ("flags", "<u4"), ("value", "<u8"), ("start", "<u8"),
@@ -301,9 +302,9 @@ def _gpu_info() -> tuple[tuple[str, Any], ...]:
 def run(cmd: Sequence[str], *, factor: float, footprint: int | None = None,
         trace: str | os.PathLike | None = None, timeout_s: float = 300.0,
         lib: str | os.PathLike | None = None, counters: bool = True,
-        driver_counters: bool | None = None, keep_raw: str | os.PathLike | None = None, extra_env: dict[str, str] | None = None,
-        out: str | os.PathLike | None = None, reserve: int = 0,
-        grace_s: float = STARTUP_GRACE_S) -> dict[str, Any]:
+        driver_counters: bool | None = None, keep_raw: str | os.PathLike | None = None,
+        extra_env: dict[str, str] | None = None, out: str | os.PathLike | None = None,
+        reserve: int = 0, grace_s: float = STARTUP_GRACE_S) -> dict[str, Any]:
     """Run `cmd` with its managed footprint oversubscribed `factor` times; returns the result.
 
     The footprint is `footprint` bytes, or the peak live managed bytes of `trace`; the balloon
