@@ -241,6 +241,34 @@ def test_a_unit_coarser_than_a_va_block_replays_the_page_set():
     assert_same(run(fine, **kw), ref.simulate(fine, block_progress=True, **kw))
 
 
+def test_a_coarse_kernel_refaults_across_its_slices_only_with_slices_on():
+    """A kernel too coarse for its stream (unit 4 MiB) replays its page set, which holds each
+    page once: it cannot fault again on a page it lost. Its v1.1 slices can: here it reads
+    three 2 MiB windows in slice 0 and again in slice 1 with room for two, so with `slices`
+    every window is lost before its second read (docs/validation.md, gemm "with slices")."""
+    b = TraceBuilder()
+    x = b.alloc(6 * MiB, name="x")
+    P = [int(p) for p in b.pages(x, 0, 1536)]
+    W = [P[0], P[512], P[1024]]  # one page in each window
+    unit = MAX_PROGRESS_UNIT + 1
+    first = {}  # a row (block 0) naming the first page of each 4 MiB unit the kernel touches
+    for w in W:
+        first.setdefault(w >> (unit - 12), w)
+    touches = [(0, w, t, 1) for t, w in enumerate(first.values())]
+    b.kernel("k", reads=W, slices=[0b11, 0b11, 0b11], launch=launch(1, 2, 1),
+             duration_ns=5000, touches=touches, stream_unit=unit, stream_tick_ns=1)
+    tr = b.build()
+    kw = dict(prefetch="none", capacity_bytes=4 * MiB, fault_batch_size=1)
+    off = run(tr, **kw)
+    on = run(tr, slices=True, **kw)
+    assert off.summary["faults"] == 3                     # each page once: no refault
+    assert on.summary["faults"] == 6                      # every window again in slice 1
+    assert on.summary["evicted_chunks"] == 4 and off.summary["evicted_chunks"] == 1
+    # the page-set front-end's slices rule, in the engine and the reference alike
+    assert_same(on, uvmsim.simulate(tr, slices=True, **kw))
+    assert_same(ref.simulate(tr, block_progress=True, slices=True, **kw), on)
+
+
 def test_slots_default_to_the_instrumented_runs_concurrency():
     assert instrumented_concurrency(np.array([0, 5, 60]), np.array([50, 40, 90])) == 2
     assert instrumented_concurrency(np.array([0, 10]), np.array([10, 20])) == 2  # touching
