@@ -74,3 +74,31 @@ def test_upsert_keeps_old_rows_under_the_new_columns(tmp_path):
     assert [(r["workload"], r["factor"]) for r in rows] == [("gemm", "1"), ("stream", "2")]
     assert rows[0]["real_s"] == "0.2" and rows[0]["driver_htod_bytes"] == ""
     assert rows[1]["driver_htod_bytes"] == "5" and rows[1]["driver_cpu_faults"] == "8"
+
+
+def test_trace_budget_follows_the_last_recording(tmp_path, monkeypatch):
+    v = _validate()
+    monkeypatch.setattr(v, "RESULTS", tmp_path)
+    monkeypatch.setattr(v, "DEFAULT_RESULTS", tmp_path / "default")
+    (tmp_path / "default").mkdir()
+    cols = ["workload", "record_s"]
+    with open(tmp_path / "footprints.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows([{"workload": "stream", "record_s": "8.0"},
+                     {"workload": "gemm", "record_s": "200"},
+                     {"workload": "mv_row", "record_s": ""}])
+    with open(tmp_path / "default" / "footprints.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerow({"workload": "mv_row", "record_s": "2.5"})
+    assert v.trace_budget_s({"workload": "stream"}) == 3 * 8.0 + 20
+    assert v.trace_budget_s({"workload": "gemm"}) == 120.0     # capped
+    assert v.trace_budget_s({"workload": "mv_row"}) == 30.0    # from the default folder, floor
+    assert v.trace_budget_s({"workload": "never"}) == 120.0
+
+
+def test_run_device_keeps_an_empty_counter_factors():
+    text = (REPO / "benchmarks" / "validate" / "run_device.sh").read_text()
+    # ${X-default}: only an unset COUNTER_FACTORS gets the default, so "" means no counter run
+    assert '"${COUNTER_FACTORS-1,1.5,2}"' in text

@@ -6,6 +6,7 @@
 #                                                          # it resumes where it stopped)
 #   STEPS=trace WORKLOADS=gemm,mv_row bash benchmarks/validate/run_device.sh
 #   STEPS=real FACTORS=2,3 DEADLINE_S=500 bash benchmarks/validate/run_device.sh
+#   COUNTER_FACTORS= STEPS=real bash ...                  # no counter runs (empty: none)
 #   RESULTS_DIR=benchmarks/validate/results/h100 MAX_TIMEOUT_S=30 STEPS=reserve,real \
 #     bash benchmarks/validate/run_device.sh       # another card's runs in their own folder
 #
@@ -23,5 +24,5 @@ if [ ! -f $B/libuvmtrace.so ] || [ ! -f $B/libuvmmanaged.so ]; then
 fi
 exec python3 benchmarks/validate/validate.py --steps "${STEPS:-trace,reserve,real}" \
   --workloads "${WORKLOADS:-}" --factors "${FACTORS:-1,1.25,1.5,2,3}" \
-  --counter-factors "${COUNTER_FACTORS:-1,1.5,2}" --deadline-s "${DEADLINE_S:-540}" ${OUT:+--out "$OUT"} \
+  --counter-factors "${COUNTER_FACTORS-1,1.5,2}" --deadline-s "${DEADLINE_S:-540}" ${OUT:+--out "$OUT"} \
   ${RESULTS_DIR:+--results "$RESULTS_DIR"} ${MAX_TIMEOUT_S:+--max-timeout-s "$MAX_TIMEOUT_S"}
