@@ -87,6 +87,9 @@ def test_device_runs_every_probe_keeps_failures_and_resumes(fake):
             ok.dtoh_coherence_bytes, ok.remote_map_bytes, ok.cpu_page_faults] == \
         [1, 4096, 2 * MiB, 65536, 65536, 1]
     assert ok.counter_kinds == 7 and ok.main_ranges == 1 and ok.cpu_mapped_end == 1024
+    # the driver's own totals beside CUPTI's (the counters are on in these runs)
+    assert [ok.driver_htod_bytes, ok.driver_dtoh_bytes, ok.driver_gpu_faults,
+            ok.driver_cpu_faults] == [9 * MiB, 5 * MiB, 77, 3]
     k = pd.read_csv(fake["out"] / "results" / "kernels.csv")
     assert len(k) == 4 and set(k.name) == {"k_read"}
     ph = pd.read_csv(fake["out"] / "results" / "phases.csv")
@@ -119,6 +122,8 @@ def test_runs_without_counters_ask_for_none_and_keep_no_records(fake, monkeypatc
                       grace_s=5, counters=counters)
         p = pd.read_csv(fake["out"] / "results" / "probes.csv")
         assert list(zip(p.probe, p.status)) == [("host_read_stream", "ok")]
+        # without the counters, no driver totals either: the run measures time only
+        assert p.driver_htod_bytes.isna().all() != counters
         assert len(pd.read_csv(fake["out"] / "results" / "kernels.csv")) == 2
     assert asked[0] == (False, None)
     assert asked[1][0] is True and str(asked[1][1]).endswith("raw/host_read_stream__f1")

@@ -109,7 +109,8 @@ TAIL_COLUMNS = ["in_kernels_htod_bytes", "in_kernels_dtoh_bytes", "counter_recor
                 "dropped_counter_records", "counter_kinds", "uvm_ranges", "main_group",
                 "main_ranges", "main_range_bytes", "main_ranges_2m_aligned", "allocs",
                 "accessed_by", "preferred_type", "read_mostly", "cpu_mapped_end",
-                "pages_end", "trace", "gpu", "driver", "date", "error"]
+                "pages_end", "trace", "gpu", "driver", "date", "error", "driver_htod_bytes",
+                "driver_dtoh_bytes", "driver_gpu_faults", "driver_cpu_faults"]
 PROBE_COLUMNS = RUN_COLUMNS + COUNTER_COLUMNS + TAIL_COLUMNS
 KERNEL_COLUMNS = ["probe", "factor", "k", "name", "start_ns", "duration_ns"] + COUNTER_COLUMNS
 PHASE_COLUMNS = ["probe", "factor", "i", "phase", "ms", "group", "cpu_mapped", "pages"]
@@ -320,6 +321,12 @@ def probe_row(r: dict[str, Any]) -> dict[str, Any]:
                    date=r.get("date", ""))
         for c in COUNTER_COLUMNS:
             row[c] = r["totals"].get(c, 0)
+        # the driver's own totals of the run, which CUPTI's records undercount
+        # (native_trace/src/driver_counters.cpp; with the counters on)
+        dc = r.get("driver_counters") or {}
+        if dc.get("status") == "ok":
+            row.update({f"driver_{k}": dc[k]
+                        for k in ("htod_bytes", "dtoh_bytes", "gpu_faults", "cpu_faults")})
     row.update({k: _num(v) for k, v in program_facts(r.get("probe_lines", [])).items()})
     return row
 
@@ -451,8 +458,12 @@ FAKE = textwrap.dedent('''
     for i, (s, e) in enumerate([(100, 150), (200, 260)]):
         lines.append({"t": "kact", "corr": i + 1, "name": f"k_read(float const*)", "start": s,
                       "end": e, "grid": "1,1,1", "block": "1,1,1"})
-    lines.append({"t": "end", "how": "exit", "kernels": 2, "managed_peak": fp,
-                  "dropped_records": 0, "t_ns": 3000})
+    end = {"t": "end", "how": "exit", "kernels": 2, "managed_peak": fp,
+           "dropped_records": 0, "t_ns": 3000}
+    if os.environ.get("UVMTRACE_DRIVER_COUNTERS") == "1":  # as the collector's timing pass
+        end["driver_counters"] = {"status": "ok", "htod_bytes": 9 << 20, "dtoh_bytes": 5 << 20,
+                                  "gpu_faults": 77, "cpu_faults": 3}
+    lines.append(end)
     with open(f"{out}/timing.{pid}.jsonl", "w") as f:
         for l in lines:
             f.write(json.dumps(l) + "\\n")
