@@ -71,3 +71,25 @@ def test_cli_prints_tables_and_names_a_missing_file(tmp_path):
     r = subprocess.run(args[:-1] + [f"--base={tmp_path / 'nope.csv'}"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "nope.csv" in r.stderr
+
+
+def test_link_rates_compare_bytes_per_extra_second():
+    spec = importlib.util.spec_from_file_location(
+        "link_rates", REPO / "benchmarks" / "validate" / "link_rates.py")
+    lr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lr)
+    runs = pd.DataFrame({
+        "workload": ["a", "a", "b", "b"], "factor": [1.0, 2.0, 1.0, 2.0],
+        "counters_driver_htod_bytes": [0, 1e9, 0, 1e9],
+        "counters_driver_dtoh_bytes": [0, 1e9, 100 * MiB, 1e9]})
+    val = pd.DataFrame({
+        "workload": ["a", "a", "b", "b"], "factor": [1.0, 2.0, 1.0, 2.0],
+        "real_s": [0.1, 0.2, 0.1, 0.3], "real_base_s": [0.1] * 4,
+        "predicted_s": [0.1, 0.3, 0.1, 0.2], "predicted_base_s": [0.1] * 4,
+        "predicted_htod_bytes": [0, 1e9, 0, 1e9], "predicted_dtoh_bytes": [0, 1e9, 0, 1e9]})
+    t = lr.rates(runs, val)
+    # b's factor-1 run evicted (100 MiB back): its extra time is not its traffic's
+    assert t["workload"].tolist() == ["a"]
+    r = t.iloc[0]
+    assert r.real_GBps == pytest.approx(2 / 0.1) and r.replay_GBps == pytest.approx(2 / 0.2)
+    assert r.rate_ratio == pytest.approx(2.0) and r.dtoh_over_htod == pytest.approx(1.0)

@@ -1,6 +1,6 @@
 """One validation run replayed kernel by kernel: faults, fault batches, bytes and time.
 
-    python benchmarks/validate/kernel_batches.py WORKLOAD FACTOR [--card h100]
+    python benchmarks/validate/kernel_batches.py WORKLOAD FACTOR [--card h100] [--model M]
         [--results benchmarks/validate/results/h100] [--traces DIR]
         [--option NAME=on|off|N|WORD ...] [--set CONSTANT=VALUE ...]
 
@@ -8,8 +8,10 @@ The run is the row of fit.py's real runs (same capacity, same model per card, th
 --option and --set as fit.py predict); the trace is WORKLOAD in --traces (default
 benchmarks/validate/traces). Prints one line per kernel that faulted in the replay or in
 the real run, with the real kernel's time (the run's record in results/runs/, when there)
-and CUPTI's fault records for it (the counters' run at the same factor, when there), then
-the real run's time beside the replay's.
+and CUPTI's fault records and HtoD/DtoH bytes for it (the counters' run at the same factor,
+when there: lower bounds, docs/model.md item 8; where the run's CUPTI totals equal the
+driver's own count, results/remeasured/, nothing was lost), then the real run's time beside
+the replay's.
 docs/validation.md ("How many services a first touch takes") quotes it.
 """
 from __future__ import annotations
@@ -30,6 +32,8 @@ def main() -> int:
     ap.add_argument("workload")
     ap.add_argument("factor", type=float)
     ap.add_argument("--card", default="h100")
+    ap.add_argument("--model", default="auto",
+                    help="a registered model, or auto: the card's (as fit.py predict)")
     ap.add_argument("--results", type=Path, default=None)
     ap.add_argument("--traces", type=Path, default=None)
     ap.add_argument("--option", action="append", default=[])
@@ -45,23 +49,27 @@ def main() -> int:
     if r.empty:
         raise SystemExit(f"no {a.card} run of {a.workload} at factor {a.factor:g}")
     r = r.iloc[0]
-    model = fit.model_maker("auto", *fit.parse_settings(a.option, a.set))(a.card)
+    model = fit.model_maker(a.model, *fit.parse_settings(a.option, a.set))(a.card)
     res = simulate(fit.trace_of(a.workload, a.card), model=model,
                    capacity_bytes=int(r["capacity_bytes"]))
     k = res.kernels
     real_us = _real_kernels(a.workload, a.factor, "", "duration_ns", len(k), 1e-3)
     records = _real_kernels(a.workload, a.factor, "__counters", "gpu_fault_records", len(k), 1)
-    print("| kernel | faults | batches | faults per batch | HtoD MB | evicted chunks | "
-          "stall ms | replayed us | real us | real fault records |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    real_h = _real_kernels(a.workload, a.factor, "__counters", "htod_bytes", len(k), 1e-6)
+    real_d = _real_kernels(a.workload, a.factor, "__counters", "dtoh_bytes", len(k), 1e-6)
+    print("| kernel | faults | batches | faults per batch | HtoD MB | DtoH MB | evicted chunks | "
+          "stall ms | replayed us | real us | real fault records | real HtoD MB | "
+          "real DtoH MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for i, x in k.iterrows():
-        if x["faults"] == 0 and not records[i] > 0:
+        if x["faults"] == 0 and not records[i] > 0 and not real_h[i] > 0 and not real_d[i] > 0:
             continue
         print(f"| {x['kernel_id']} {x['name'].split('(')[0].split('<')[0][:48]} | {x['faults']:,} | "
               f"{x['fault_batches']:,} | {x['faults'] / max(x['fault_batches'], 1):.0f} | "
-              f"{x['htod_bytes'] / 1e6:.0f} | {x['evicted_chunks']:,} | "
-              f"{x['stall_ns'] / 1e6:.1f} | {x['sim_ns'] / 1e3:,.1f} | "
-              f"{_cell(real_us[i], '{:,.1f}')} | {_cell(records[i], '{:,.0f}')} |")
+              f"{x['htod_bytes'] / 1e6:.0f} | {x['dtoh_bytes_evict'] / 1e6:.0f} | "
+              f"{x['evicted_chunks']:,} | {x['stall_ns'] / 1e6:.1f} | {x['sim_ns'] / 1e3:,.1f} | "
+              f"{_cell(real_us[i], '{:,.1f}')} | {_cell(records[i], '{:,.0f}')} | "
+              f"{_cell(real_h[i], '{:,.0f}')} | {_cell(real_d[i], '{:,.0f}')} |")
     print(f"real {r['real_s']:.3f} s, replayed {res.kernels['sim_ns'].sum() / 1e9:.3f} s "
           f"({model.name}, capacity {int(r['capacity_bytes']):,} bytes)")
     return 0
