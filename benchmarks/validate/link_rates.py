@@ -8,9 +8,9 @@ For each run at factor > 1 with the driver's own byte counts (the counter run's
 directions together, over the time the run took beyond its factor-1 time (the validation's
 timing runs, `real_s - real_base_s`, at the same capacity: bytes_table.py checks that); the
 replay's rate is its own bytes over its own extra time (`predicted_s - predicted_base_s`).
-A ratio near 2 where the traffic goes both ways in equal parts says the real link moves
-write-backs and migrations at once, where the replay adds their times (docs/semantics.md,
-"Time"). Runs whose factor-1 run itself evicted (the extra time is then not the extra
+A ratio above 1 says the replay charges more time per byte than the real run took
+(docs/validation.md, "How fast the real runs move their bytes", says what it is not: the
+link's constants). Runs whose factor-1 run itself evicted (the extra time is then not the extra
 traffic's) or took no extra time are left out. Needs no GPU.
 """
 from __future__ import annotations
