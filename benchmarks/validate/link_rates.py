@@ -9,8 +9,8 @@ directions together, over the time the run took beyond its factor-1 time (the va
 timing runs, `real_s - real_base_s`, at the same capacity: bytes_table.py checks that); the
 replay's rate is its own bytes over its own extra time (`predicted_s - predicted_base_s`).
 A ratio above 1 says the replay charges more time per byte than the real run took
-(docs/validation.md, "How fast the real runs move their bytes", says what it is not: the
-link's constants). Runs whose factor-1 run itself evicted (the extra time is then not the extra
+(docs/validation.md, "How fast the real runs move their bytes": mostly the link's latency
+per copy, not its direction or bandwidth). Runs whose factor-1 run itself evicted (the extra time is then not the extra
 traffic's) or took no extra time are left out. Needs no GPU.
 """
 from __future__ import annotations
