@@ -323,10 +323,8 @@ def probe_row(r: dict[str, Any]) -> dict[str, Any]:
             row[c] = r["totals"].get(c, 0)
         # the driver's own totals of the run, which CUPTI's records undercount
         # (native_trace/src/driver_counters.cpp; with the counters on)
-        dc = r.get("driver_counters") or {}
-        if dc.get("status") == "ok":
-            row.update({f"driver_{k}": dc[k]
-                        for k in ("htod_bytes", "dtoh_bytes", "gpu_faults", "cpu_faults")})
+        from uvmsim.groundtruth import driver_totals
+        row.update({f"driver_{k}": v for k, v in driver_totals(r).items()})
     row.update({k: _num(v) for k, v in program_facts(r.get("probe_lines", [])).items()})
     return row
 

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {a.repeats}")
     v = _validate()
-    from uvmsim.groundtruth import run
+    from uvmsim.groundtruth import driver_totals, run
     byname = {w["workload"]: w for w in v.load_workloads()}
     names = [x.strip() for x in a.workloads.split(",") if x.strip()]
     unknown = [n for n in names if n not in byname]
@@ -71,15 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                         break
                     for on in (0, 1):
                         r = run(v.command(w), factor=factor, driver_counters=bool(on), **kw)
-                        dc = r.get("driver_counters") or {}
                         row = {"workload": name, "factor": f"{factor:g}", "repeat": rep,
                                "driver_counters": on, "real_s": f"{r['real_s']:.6f}",
                                "censored": r["censored"], "wall_s": f"{r['wall_s']:.3f}",
                                "free_bytes": r["free_bytes"], "card": r.get("gpu", "")}
-                        if dc.get("status") == "ok":
-                            row.update(driver_htod_bytes=dc["htod_bytes"],
-                                       driver_dtoh_bytes=dc["dtoh_bytes"],
-                                       driver_gpu_faults=dc["gpu_faults"])
+                        row.update({f"driver_{k}": v for k, v in driver_totals(r).items()
+                                    if f"driver_{k}" in COLUMNS})
                         wr.writerow(row)
                         f.flush()
                         rows.append(row)

@@ -224,11 +224,10 @@ def run_row(w: dict[str, str], r: dict, c: dict | None) -> dict:
            "card": r.get("gpu", "")}
     # the driver's lossless totals (groundtruth.py): of the timing run at every factor, and
     # of the counter run, the same run as CUPTI's records (so their difference is CUPTI's loss)
+    from uvmsim.groundtruth import driver_totals
     for prefix, run in (("driver_", r), ("counters_driver_", c)):
-        dc = (run or {}).get("driver_counters") or {}
-        if dc.get("status") == "ok":
-            keys = ("htod_bytes", "dtoh_bytes", "gpu_faults", "cpu_faults")
-            row.update({prefix + k: dc[k] for k in keys if prefix + k in RUN_COLUMNS})
+        row.update({prefix + k: v for k, v in driver_totals(run).items()
+                    if prefix + k in RUN_COLUMNS})
     if c is not None:
         t = c["totals"]
         row.update(faults=t["gpu_page_faults"], htod_bytes=t["htod_bytes"],

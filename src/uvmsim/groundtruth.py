@@ -40,7 +40,7 @@ from . import gpucheck
 from .errors import UserError, parse_env, run_command
 
 __all__ = ["CAUSE_COLUMNS", "UM_DTYPE", "RunError", "attribute_records", "configure_parser",
-           "counts_by_kernel", "driver_counters_text", "free_target_bytes",
+           "counts_by_kernel", "driver_counters_text", "driver_totals", "free_target_bytes",
            "peak_live_managed_bytes", "footprint_from_trace", "run", "run_from_args",
            "summarize_raw"]
 
@@ -467,6 +467,16 @@ def run_from_args(a: argparse.Namespace) -> int:
           f"(exit {r['exit_status']}); {driver_counters_text(r.get('driver_counters'))}",
           file=sys.stderr)
     return EXIT_TIMEOUT if r["censored"] else int(r["exit_status"])
+
+
+DRIVER_COUNTER_KEYS = ("htod_bytes", "dtoh_bytes", "gpu_faults", "cpu_faults")
+
+
+def driver_totals(result: dict[str, Any] | None) -> dict[str, int]:
+    """A run result's driver totals ({key: count} over DRIVER_COUNTER_KEYS), or {} where the
+    run has none (no result, counters off, or the driver refused: see its status)."""
+    dc = (result or {}).get("driver_counters") or {}
+    return {k: dc[k] for k in DRIVER_COUNTER_KEYS} if dc.get("status") == "ok" else {}
 
 
 def driver_counters_text(dc: dict[str, Any] | None) -> str:
