@@ -14,8 +14,8 @@ SCRIPT = REPO / "benchmarks" / "validate" / "bytes_table.py"
 MiB = 1 << 20
 
 
-def _mod():
-    spec = importlib.util.spec_from_file_location("bytes_table", SCRIPT)
+def _mod(path=SCRIPT):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
@@ -74,10 +74,7 @@ def test_cli_prints_tables_and_names_a_missing_file(tmp_path):
 
 
 def test_link_rates_compare_bytes_per_extra_second():
-    spec = importlib.util.spec_from_file_location(
-        "link_rates", REPO / "benchmarks" / "validate" / "link_rates.py")
-    lr = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lr)
+    lr = _mod(REPO / "benchmarks" / "validate" / "link_rates.py")
     runs = pd.DataFrame({
         "workload": ["a", "a", "b", "b"], "factor": [1.0, 2.0, 1.0, 2.0],
         "counters_driver_htod_bytes": [0, 1e9, 0, 1e9],

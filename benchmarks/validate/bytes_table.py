@@ -30,6 +30,8 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 MIN_BYTES = 64 << 20
+#: the suite's runs made again with the driver's own counts
+DRIVER_RUNS = HERE / "results" / "remeasured" / "h200_driver" / "real_runs.csv"
 
 
 def table(runs: pd.DataFrame, val: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
@@ -64,8 +66,7 @@ def within(rep: pd.Series, real: pd.Series) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default=str(HERE / "results" / "remeasured" / "h200_driver"
-                                         / "real_runs.csv"))
+    ap.add_argument("--runs", default=str(DRIVER_RUNS))
     ap.add_argument("--validation", default=str(HERE / "results" / "validation.csv"))
     ap.add_argument("--base", default=str(HERE / "results" / "real_runs.csv"),
                     help="the real runs validation.csv was made from")

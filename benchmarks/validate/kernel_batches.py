@@ -53,10 +53,12 @@ def main() -> int:
     res = simulate(fit.trace_of(a.workload, a.card), model=model,
                    capacity_bytes=int(r["capacity_bytes"]))
     k = res.kernels
-    real_us = _real_kernels(a.workload, a.factor, "", "duration_ns", len(k), 1e-3)
-    records = _real_kernels(a.workload, a.factor, "__counters", "gpu_fault_records", len(k), 1)
-    real_h = _real_kernels(a.workload, a.factor, "__counters", "htod_bytes", len(k), 1e-6)
-    real_d = _real_kernels(a.workload, a.factor, "__counters", "dtoh_bytes", len(k), 1e-6)
+    timing = _kernel_record(a.workload, a.factor, "")
+    counters = _kernel_record(a.workload, a.factor, "__counters")
+    real_us = _column(timing, "duration_ns", len(k), 1e-3)
+    records = _column(counters, "gpu_fault_records", len(k), 1)
+    real_h = _column(counters, "htod_bytes", len(k), 1e-6)
+    real_d = _column(counters, "dtoh_bytes", len(k), 1e-6)
     print("| kernel | faults | batches | faults per batch | HtoD MB | DtoH MB | evicted chunks | "
           "stall ms | replayed us | real us | real fault records | real HtoD MB | "
           "real DtoH MB |")
@@ -75,17 +77,18 @@ def main() -> int:
     return 0
 
 
-def _real_kernels(workload: str, factor: float, suffix: str, column: str, n: int,
-                  scale: float) -> list[float]:
-    """Per kernel, `column` of the real run's record (results/runs/WORKLOAD__fF{suffix}),
-    times `scale`; NaN where there is no record or it has another number of kernels."""
+def _kernel_record(workload: str, factor: float, suffix: str) -> dict:
+    """The per-kernel columns of the real run's record (results/runs/WORKLOAD__fF{suffix}),
+    read once; {} where there is none."""
     p = fit.RESULTS / "runs" / f"{workload}__f{factor:g}{suffix}.json.gz"
-    nan = [float("nan")] * n
-    if not p.exists():
-        return nan
-    k = json.load(gzip.open(p)).get("kernels") or {}
-    v = k.get(column) or []
-    return [float(x) * scale for x in v] if len(v) == n else nan
+    return (json.load(gzip.open(p)).get("kernels") or {}) if p.exists() else {}
+
+
+def _column(kernels: dict, column: str, n: int, scale: float) -> list[float]:
+    """Per kernel, `column` of a record's kernels times `scale`; NaN where the record lacks
+    it or has another number of kernels."""
+    v = kernels.get(column) or []
+    return [float(x) * scale for x in v] if len(v) == n else [float("nan")] * n
 
 
 def _cell(v: float, fmt: str) -> str:
