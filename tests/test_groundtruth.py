@@ -16,8 +16,9 @@ import pytest
 
 from uvmsim.cli import main as cli_main
 from uvmsim.groundtruth import (CAUSE_COLUMNS, CAUSES, UM_DTYPE, RunError, attribute_records,
-                                counts_by_kernel, driver_counters_text, free_target_bytes,
-                                peak_live_managed_bytes, required_traffic, run, trace_bounds)
+                                counts_by_kernel, driver_counters_text, driver_totals,
+                                free_target_bytes, peak_live_managed_bytes, required_traffic,
+                                run, trace_bounds)
 from uvmsim.trace.builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -240,6 +241,12 @@ def test_driver_counters_text_says_why_there_are_none():
     assert "not read (cannot open /dev/nvidia-uvm-tools" in driver_counters_text(
         {"status": "cannot open /dev/nvidia-uvm-tools: No such file or directory"})
     assert driver_counters_text(None).startswith("driver counters: none")
+    # a cut or edited end line: no count, said so, never an exception
+    cut = {"status": "ok", "htod_bytes": 5, "dtoh_bytes": "x"}
+    assert driver_counters_text(cut) == "driver counters: malformed in the end line"
+    assert driver_totals({"driver_counters": cut}) == {}
+    assert driver_totals({"driver_counters": [1]}) == {} and driver_totals(None) == {}
+    assert driver_counters_text([1]) == "driver counters: not read ([1])"
 
 
 @pytest.mark.parametrize("counters, driver, cli, expect", [

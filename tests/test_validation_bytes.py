@@ -90,3 +90,15 @@ def test_link_rates_compare_bytes_per_extra_second():
     r = t.iloc[0]
     assert r.real_GBps == pytest.approx(2 / 0.1) and r.replay_GBps == pytest.approx(2 / 0.2)
     assert r.rate_ratio == pytest.approx(2.0) and r.dtoh_over_htod == pytest.approx(1.0)
+
+
+def test_link_rates_cli_names_a_file_it_cannot_use(tmp_path):
+    bad = tmp_path / "runs.csv"
+    bad.write_text("a,b\n1,2\n")
+    script = REPO / "benchmarks" / "validate" / "link_rates.py"
+    r = subprocess.run([sys.executable, str(script), f"--runs={bad}"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and str(bad) in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, str(script), f"--runs={tmp_path / 'nope.csv'}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "nope.csv" in r.stderr

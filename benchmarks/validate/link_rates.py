@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(p).is_file():
             print(f"link_rates.py: no such file: {p}", file=sys.stderr)
             return 2
-    t = rates(pd.read_csv(a.runs), pd.read_csv(a.validation))
+    try:
+        t = rates(pd.read_csv(a.runs), pd.read_csv(a.validation))
+    except (ValueError, KeyError) as e:
+        print(f"link_rates.py: {a.runs} against {a.validation}: {e}", file=sys.stderr)
+        return 2
     if a.csv:
         t.to_csv(a.csv, index=False)
     print("| workload | factor | real GB, both ways | real extra s | real GB/s | replayed GB | "

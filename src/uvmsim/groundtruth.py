@@ -476,18 +476,26 @@ def driver_totals(result: dict[str, Any] | None) -> dict[str, int]:
     """A run result's driver totals ({key: count} over DRIVER_COUNTER_KEYS), or {} where the
     run has none (no result, counters off, or the driver refused: see its status)."""
     dc = (result or {}).get("driver_counters") or {}
-    return {k: dc[k] for k in DRIVER_COUNTER_KEYS} if dc.get("status") == "ok" else {}
+    if not isinstance(dc, dict) or dc.get("status") != "ok":
+        return {}
+    vals = {k: dc.get(k) for k in DRIVER_COUNTER_KEYS}
+    # the end line is the collector's; a cut or edited one is no count at all
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals.values())
+    return vals if ok else {}
 
 
 def driver_counters_text(dc: dict[str, Any] | None) -> str:
     """The driver's totals of a run, for a person: what CUPTI's records may have dropped."""
     if not dc:
         return "driver counters: none (a collector without them, or no end line)"
-    if dc.get("status") != "ok":
-        return f"driver counters: not read ({dc.get('status')})"
-    return (f"driver counters: HtoD {dc['htod_bytes'] / 2**20:,.1f} MiB, DtoH "
-            f"{dc['dtoh_bytes'] / 2**20:,.1f} MiB, {dc['gpu_faults']:,} GPU faults, "
-            f"{dc['cpu_faults']:,} CPU faults")
+    if not isinstance(dc, dict) or dc.get("status") != "ok":
+        return f"driver counters: not read ({dc.get('status') if isinstance(dc, dict) else dc})"
+    t = driver_totals({"driver_counters": dc})
+    if not t:
+        return "driver counters: malformed in the end line"
+    return (f"driver counters: HtoD {t['htod_bytes'] / 2**20:,.1f} MiB, DtoH "
+            f"{t['dtoh_bytes'] / 2**20:,.1f} MiB, {t['gpu_faults']:,} GPU faults, "
+            f"{t['cpu_faults']:,} CPU faults")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
