@@ -93,6 +93,21 @@ def test_stored_validation_results_agree_with_the_runs_and_the_doc():
     assert fit.markdown_summary(df) in doc
 
 
+def test_torch_context_is_what_the_fit_splits_program_took_at_exit():
+    """The PyTorch rows' capacity leaves out TORCH_CONTEXT_MIB: the memory mlp_nopca (fit
+    split, every managed tensor freed before exit) no longer had free at its exit beyond
+    what the balloon left, at every factor past 1 (at factor 1, 4 MiB more). A new run of
+    it that took more or less would fail here."""
+    runs = pd.read_csv(ROOT / "benchmarks/validate/results/real_runs.csv")
+    wl = pd.read_csv(ROOT / "benchmarks/validate/workloads.csv").set_index("workload")
+    mlp = runs[(runs["workload"] == "mlp_nopca") & (runs["factor"] > 1)]
+    assert wl.loc["mlp_nopca", "split"] == "fit" and len(mlp) >= 3
+    taken = (mlp["free_bytes"] - mlp["free_at_exit_bytes"]).astype(int)
+    assert set(taken) == {fit.TORCH_CONTEXT_MIB << 20}
+    assert fit.parse_context(fit.DEFAULT_CONTEXT) == {"cuda": 4 << 20,
+                                                       "torch": fit.TORCH_CONTEXT_MIB << 20}
+
+
 def test_each_card_is_replayed_with_its_model_at_the_drivers_capacity(tmp_path, monkeypatch,
                                                                       capsys):
     from uvmsim.trace import synth
