@@ -15,8 +15,9 @@ card's model (`--model auto`, the default: CARD_MODELS, h100 for H100 rows, h200
 ones) or with the one `--model` names. A run's replay capacity is what the driver had for
 managed data: free_bytes less the context (`--context`, default cuda=4,torch=228: the driver
 probes measured 2-4 MiB for a CUDA program, docs/model.md; a PyTorch program's memory after
-the balloon is TORCH_CONTEXT_MIB, measured at its exit; docs/groundtruth.md). Times compared are kernel times: the real
-sum of kernel durations (real_s) against the replay's sum of per-kernel sim_ns.
+the balloon is TORCH_CONTEXT_MIB, measured at its exit; docs/groundtruth.md). Times compared
+are kernel times: the real sum of kernel durations (real_s) against the replay's sum of
+per-kernel sim_ns.
 `--results` and `--traces` take one card's folders instead (e.g. results/h100 and the
 traces recorded on that card): its runs are read and its fit.json and validation.csv written.
 `--probes DIR` adds the driver probes' runs (benchmarks/probes/results/probes.csv or
@@ -69,8 +70,8 @@ MiB = 1 << 20
 #: memory before they exit: 239,075,328 bytes in every run of mlp_nopca (fit split) at factors
 #: 1.25-3 and of transformer_nopca at 1.5-3 on the H200 (results/real_runs.csv; a test checks
 #: it against that file). The probed reserve (128 MiB, results/reserve.json) is too small: its
-#: probe, mlp_pca, touches 570 MB of its 673 MB footprint, so it fitted at 128 MiB
-#: (docs/groundtruth.md, "The context a PyTorch program takes").
+#: probe, mlp_pca, touches only 570 MB of its 673 MB footprint, so 128 MiB more than the
+#: footprint held it (docs/groundtruth.md, "The context a PyTorch program takes").
 TORCH_CONTEXT_MIB = 228
 DEFAULT_CONTEXT = f"cuda=4,torch={TORCH_CONTEXT_MIB}"
 
