@@ -7,6 +7,7 @@
 # counts); the runs' JSON go to $OUT/runs.tgz.
 #
 #   OUT=... N=8 FACTOR=1.5 bash benchmarks/validate/probe_waves.sh
+#   for F in 1.25 2 3; do OUT=$OUT/f$F N=3 FACTOR=$F bash benchmarks/validate/probe_waves.sh; done
 set -u
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
@@ -30,4 +31,5 @@ print(sys.argv[3], sys.argv[2], "free", r["free_bytes"], "censored", r["censored
 PY
   done
 done
-tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls r_*.json) && rm -f "$OUT"/r_*.json
+# one file back: a device call returns at most eight
+tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls r_*.json r_*.log) && rm -f "$OUT"/r_*.json "$OUT"/r_*.log
