@@ -1,7 +1,7 @@
 """One validation run replayed kernel by kernel: faults, fault batches, bytes and time.
 
     python benchmarks/validate/kernel_batches.py WORKLOAD FACTOR [--card h100] [--model M]
-        [--results benchmarks/validate/results/h100] [--traces DIR]
+        [--results benchmarks/validate/results/h100] [--traces DIR] [--context KIND=MiB,...]
         [--option NAME=on|off|N|WORD ...] [--set CONSTANT=VALUE ...]
 
 The run is the row of fit.py's real runs (same capacity, same model per card, the same
@@ -36,6 +36,8 @@ def main() -> int:
                     help="a registered model, or auto: the card's (as fit.py predict)")
     ap.add_argument("--results", type=Path, default=None)
     ap.add_argument("--traces", type=Path, default=None)
+    ap.add_argument("--context", default=fit.DEFAULT_CONTEXT,
+                    help=f"as fit.py's (default {fit.DEFAULT_CONTEXT})")
     ap.add_argument("--option", action="append", default=[])
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
@@ -43,7 +45,7 @@ def main() -> int:
         fit.RESULTS = a.results.resolve()
     if a.traces is not None:
         fit.TRACES = a.traces.resolve()
-    runs = fit.load_runs()
+    runs = fit.load_runs(a.context)
     r = runs[(runs["workload"] == a.workload) & (runs["card"] == a.card)
              & (runs["factor"] == a.factor)]
     if r.empty:
