@@ -293,8 +293,9 @@ _STATE_FIELDS = [
     "fe_cur",       # int64[max blocks] a block's next row (fe_rstart[b+1]: its tail)
     "fe_stalled",   # int64[max blocks] blocks stalled on faults, waiting for a service end
     "fe_refault",   # int64[max blocks] times the block's current row queued faults
-    "fe_heap_t",    # float64[max slots] running blocks' next event: time
-    "fe_heap_b",    # int64[max slots]                        and block (ties: lower id)
+    "fe_slot",      # int64[max blocks] the slot (tournament leaf) a block holds
+    "fe_tree_t",    # float64[2 * max slots] tournament of the slots' next events: time
+    "fe_tree_b",    # int64[2 * max slots]      and block (ties: lower id); node 1 least
     "fe_pend",      # uint8[n_pages] PEND_QUEUED / PEND_FLIGHT while a fault on it is pending
     "fe_q_row",     # int64[n_pages] the fault queue (a ring): access row of each fault
     "fe_q_t",       # float64[n_pages]                          and its arrival
@@ -525,7 +526,8 @@ def _progress_fields(progress: dict | None, n_kernels: int, n_pages: int,
         n_sm = max(1, int(np.minimum(one["fe_sms"], one["fe_slots"]).max(initial=1)))
     return dict(one, fe_cur=np.zeros(n_b, np.int64), fe_stalled=np.zeros(n_b, np.int64),
                 fe_refault=np.zeros(n_b, np.int64),
-                fe_heap_t=np.zeros(n_s), fe_heap_b=np.zeros(n_s, np.int64),
+                fe_slot=np.zeros(n_b, np.int64),
+                fe_tree_t=np.zeros(2 * n_s), fe_tree_b=np.zeros(2 * n_s, np.int64),
                 fe_pend=np.zeros(n_pg, np.uint8), fe_q_row=np.zeros(n_pg, np.int64),
                 fe_q_t=np.zeros(n_pg), fe_q_key=np.zeros(n_pg, np.int64),
                 fe_flight=np.zeros(n_f, np.int64),

@@ -28,69 +28,69 @@ def run_kernel(pst, est, wst, S, T, k, batch_size, t0):
 
 
 @_jit
-def heap_push(S, n, t, b):
-    """Put (t, b) into the heap of n running blocks; returns its new size."""
-    ht = S.fe_heap_t
-    hb = S.fe_heap_b
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] < t or (ht[p] == t and hb[p] < b):
-            break
-        ht[i] = ht[p]
-        hb[i] = hb[p]
-        i = p
-    ht[i] = t
-    hb[i] = b
-    return n + 1
+def tree_build(S, n):
+    """The tournament of n slots (leaves n..2n-1 of S.fe_tree_t/_b; node i of 1..n-1 holds
+    the lesser (t, b) of nodes 2i and 2i+1, so node 1 holds the least of all) from its
+    leaves."""
+    tt = S.fe_tree_t
+    tb = S.fe_tree_b
+    for i in range(n - 1, 0, -1):
+        c = 2 * i
+        t0 = tt[c]
+        t1 = tt[c + 1]
+        b0 = tb[c]
+        b1 = tb[c + 1]
+        m = np.int64((t1 < t0) | ((t1 == t0) & (b1 < b0)))
+        tt[i] = min(t0, t1)
+        tb[i] = b0 + (b1 - b0) * m
 
 
 @_jit
-def heap_pop(S, n):
-    """Drop the least (t, b) of the heap of n; returns its new size."""
-    ht = S.fe_heap_t
-    hb = S.fe_heap_b
-    n -= 1
-    t = ht[n]
-    b = hb[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n:
-            # the lesser child without a branch (& and | evaluate both sides): which child
-            # is less is a coin toss, and the replay's time follows the heap's depth
-            # (docs/performance.md, "Block progress")
-            t0 = ht[c]
-            t1 = ht[c + 1]
-            c += np.int64((t1 < t0) | ((t1 == t0) & (hb[c + 1] < hb[c])))
-        if ht[c] < t or (ht[c] == t and hb[c] < b):
-            ht[i] = ht[c]
-            hb[i] = hb[c]
-            i = c
-        else:
-            break
-    ht[i] = t
-    hb[i] = b
-    return n
+def tree_set(S, n, leaf, t, b):
+    """Slot `leaf` of the tournament of n slots now holds (t, b) (t = inf: no event); the
+    path to node 1 is played again.
+
+    Which of two nodes is less is a coin toss, so the pick is without a branch: the time is
+    their min (no time is NaN or -0.0: the clock starts at +0.0 and only adds, so two equal
+    times have the same bits) and the block an integer blend. A path is always the whole
+    depth, log2(n), each level one sibling to load (docs/performance.md, "Block progress").
+    """
+    tt = S.fe_tree_t
+    tb = S.fe_tree_b
+    i = leaf + n
+    tt[i] = t
+    tb[i] = b
+    while i > 1:
+        st = tt[i ^ 1]
+        sb = tb[i ^ 1]
+        m = np.int64((st < t) | ((st == t) & (sb < b)))
+        t = min(st, t)
+        b += (sb - b) * m
+        i >>= 1
+        tt[i] = t
+        tb[i] = b
 
 
 @_jit
 def fault_free_makespan(S, b0, n_blk, slots):
     """The kernel's run without faults in the instrumented clock: blocks dispatched in id
-    order onto `slots` slots, each taking its own run (fe_bdur)."""
-    n = 0
+    order onto `slots` slots, each taking its own run (fe_bdur), onto the slot free first
+    (ties: the lower id of its last block)."""
+    tt = S.fe_tree_t
+    tb = S.fe_tree_b
     for j in range(slots):
-        n = heap_push(S, n, 0.0, j)
+        tt[slots + j] = 0.0
+        tb[slots + j] = j
+        S.fe_slot[j] = j
+    tree_build(S, slots)
     m = 0.0
     for j in range(n_blk):
-        t = S.fe_heap_t[0]
-        n = heap_pop(S, n)
-        e = t + S.fe_bdur[b0 + j]
+        leaf = S.fe_slot[tb[1]]
+        e = tt[1] + S.fe_bdur[b0 + j]
         if e > m:
             m = e
-        n = heap_push(S, n, e, j)
+        S.fe_slot[j] = leaf
+        tree_set(S, slots, leaf, e, j)
     return m
 
 
@@ -108,14 +108,14 @@ def still_queued(S, T, r):
 
 
 @_jit
-def dispatch(S, j, b0, t, s, nh):
-    """Block j (of the kernel's blocks from b0) takes a slot at time t: its first row comes
-    after its first row's offset, scaled by s."""
+def dispatch(S, j, b0, t, s):
+    """Block j (of the kernel's blocks from b0) takes a slot at time t: returns when its
+    first row comes, after its first row's offset scaled by s."""
     r = S.fe_rstart[b0 + j]
     S.fe_cur[j] = r
     S.fe_refault[j] = 0
     S.fe_scnt[j] = 0
-    return heap_push(S, nh, t + S.fe_rt[r] * s, j)
+    return t + S.fe_rt[r] * s
 
 
 @_jit
@@ -217,10 +217,17 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
     pool = S.frontend[0].sm_store_pool
     S.fe_smout[:] = 0
     cap = S.fe_q_row.size
-    nh = 0
+    # the running blocks' next events: a tournament over the slots (tree_set), block j in
+    # slot S.fe_slot[j]; a slot without a running block holds (inf, its last block)
+    tree_t = S.fe_tree_t
+    tree_b = S.fe_tree_b
     for j in range(slots):
         S.fe_bsm[j] = j % sms  # the first wave goes to the SMs in turn
-        nh = dispatch(S, j, b0, 0.0, s, nh)
+        S.fe_slot[j] = j
+        tree_t[slots + j] = dispatch(S, j, b0, 0.0, s)
+        tree_b[slots + j] = j
+    tree_build(S, slots)
+    nh = slots  # running blocks (slots with an event)
     nxt = slots
     n_done = 0
     n_st = 0
@@ -239,9 +246,9 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
         if flight:
             kind = 0
             tt = svc_end
-        if nh > 0 and (kind < 0 or S.fe_heap_t[0] < tt):
+        if nh > 0 and (kind < 0 or tree_t[1] < tt):
             kind = 1
-            tt = S.fe_heap_t[0]
+            tt = tree_t[1]
         if pending and n_done < n_blk and (kind < 0 or drv_t < tt):
             kind = 2
             tt = drv_t
@@ -277,7 +284,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     S.fe_stalled[keep] = j
                     keep += 1
                 else:
-                    nh = heap_push(S, nh, tt, j)
+                    tree_set(S, slots, S.fe_slot[j], tt, j)
+                    nh += 1
             n_st = keep
             if qn > 0:
                 pending = True
@@ -311,28 +319,36 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 flight = True
                 svc_end = tt + cost
         else:
-            j = S.fe_heap_b[0]
-            nh = heap_pop(S, nh)
+            j = tree_b[1]
+            leaf = S.fe_slot[j]
             r = S.fe_cur[j]
             e = S.fe_rstart[b0 + j + 1]
             if r == e:  # the end of its run: the slot goes to the next block
                 if S.fe_scnt[j] > 0:
                     S.fe_stalled[n_st] = j  # its stores land first
                     n_st += 1
+                    tree_set(S, slots, leaf, np.inf, j)
+                    nh -= 1
                     continue
                 n_done += 1
                 if tt > last:
                     last = tt
                 if nxt < n_blk:
                     S.fe_bsm[nxt] = S.fe_bsm[j]  # the next block takes the freed slot's SM
-                    nh = dispatch(S, nxt, b0, tt, s, nh)
+                    S.fe_slot[nxt] = leaf
+                    tree_set(S, slots, leaf, dispatch(S, nxt, b0, tt, s), nxt)
                     nxt += 1
+                else:
+                    tree_set(S, slots, leaf, np.inf, j)
+                    nh -= 1
                 continue
             if pool > 0 and S.fe_smout[S.fe_bsm[j]] >= pool:
                 # rule 4b: the SM's pool of faulting stores is full; no block on it passes
                 # a row until a service end frees some (every stalled block retries then)
                 S.fe_stalled[n_st] = j
                 n_st += 1
+                tree_set(S, slots, leaf, np.inf, j)
+                nh -= 1
                 continue
             lo = S.fe_rlo[r]
             hi = S.fe_rhi[r]
@@ -384,6 +400,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                                            "(it needs more memory than the GPU holds)")
                 S.fe_stalled[n_st] = j
                 n_st += 1
+                tree_set(S, slots, leaf, np.inf, j)
+                nh -= 1
                 continue
             for i in range(lo, hi):
                 a = S.fe_acc[i]
@@ -397,10 +415,10 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
             S.fe_refault[j] = 0
             if r + 1 < e:
                 S.fe_cur[j] = r + 1
-                nh = heap_push(S, nh, tt + (S.fe_rt[r + 1] - S.fe_rt[r]) * s, j)
+                tree_set(S, slots, leaf, tt + (S.fe_rt[r + 1] - S.fe_rt[r]) * s, j)
             else:
                 S.fe_cur[j] = e
-                nh = heap_push(S, nh, tt + (S.fe_bdur[b0 + j] - S.fe_rt[r]) * s, j)
+                tree_set(S, slots, leaf, tt + (S.fe_bdur[b0 + j] - S.fe_rt[r]) * s, j)
     if n_done < n_blk:  # a block left waiting with nothing to wake it: a rule is broken
         raise RuntimeError("progress: the event loop ran dry with thread blocks unfinished")
     # faults left in the queue once every block has run are not needed any more
