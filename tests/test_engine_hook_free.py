@@ -15,6 +15,7 @@ def test_hook_free_follows_calls_through_the_template():
     assert "progress_kernel" not in free
     # run_kernel names no hook: it reaches them only through the kernels it calls
     assert "run_kernel" not in free
-    # the heap and the fault queue touch only the front-end's own arrays
-    assert {"heap_push", "heap_pop", "queue_fault"} <= free
+    # the tournament of running blocks and the fault queue touch only the front-end's own
+    # arrays
+    assert {"tree_build", "tree_set", "queue_fault"} <= free
     assert set(free) < set(lines)
