@@ -227,7 +227,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
         tree_t[slots + j] = dispatch(S, j, b0, 0.0, s)
         tree_b[slots + j] = j
     tree_build(S, slots)
-    nh = slots  # running blocks (slots with an event)
     nxt = slots
     n_done = 0
     n_st = 0
@@ -246,7 +245,8 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
         if flight:
             kind = 0
             tt = svc_end
-        if nh > 0 and (kind < 0 or tree_t[1] < tt):
+        # a running block's next event is finite; a slot without one holds inf
+        if tree_t[1] < np.inf and (kind < 0 or tree_t[1] < tt):
             kind = 1
             tt = tree_t[1]
         if pending and n_done < n_blk and (kind < 0 or drv_t < tt):
@@ -285,7 +285,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     keep += 1
                 else:
                     tree_set(S, slots, S.fe_slot[j], tt, j)
-                    nh += 1
             n_st = keep
             if qn > 0:
                 pending = True
@@ -328,7 +327,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     S.fe_stalled[n_st] = j  # its stores land first
                     n_st += 1
                     tree_set(S, slots, leaf, np.inf, j)
-                    nh -= 1
                     continue
                 n_done += 1
                 if tt > last:
@@ -340,7 +338,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                     nxt += 1
                 else:
                     tree_set(S, slots, leaf, np.inf, j)
-                    nh -= 1
                 continue
             if pool > 0 and S.fe_smout[S.fe_bsm[j]] >= pool:
                 # rule 4b: the SM's pool of faulting stores is full; no block on it passes
@@ -348,7 +345,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 S.fe_stalled[n_st] = j
                 n_st += 1
                 tree_set(S, slots, leaf, np.inf, j)
-                nh -= 1
                 continue
             lo = S.fe_rlo[r]
             hi = S.fe_rhi[r]
@@ -401,7 +397,6 @@ def progress_kernel(pst, est, wst, S, T, k, batch_size, t0):
                 S.fe_stalled[n_st] = j
                 n_st += 1
                 tree_set(S, slots, leaf, np.inf, j)
-                nh -= 1
                 continue
             for i in range(lo, hi):
                 a = S.fe_acc[i]
