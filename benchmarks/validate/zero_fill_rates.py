@@ -11,12 +11,11 @@ docs/validation.md ("The memory PyTorch keeps for itself", the kernel tables) qu
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
 import fit  # this folder's
+from kernel_batches import _column, _kernel_record  # this folder's
 
 from uvmsim import simulate
 
@@ -41,18 +40,16 @@ def main() -> int:
             if not (trace / "manifest.json").exists():
                 print(f"{trace}: missing, skipped", file=sys.stderr)
                 continue
-            res = simulate(fit.trace_of(r["workload"], "h200"), model=a.model,
-                           capacity_bytes=int(r["capacity_bytes"]))
-            p = results / "runs" / f"{r['workload']}__f1.json.gz"
-            real = (json.load(gzip.open(p)).get("kernels") or {}).get("duration_ns") or [] \
-                if p.exists() else []
+            t = fit.trace_of(r["workload"], "h200")
+            res = simulate(t, model=a.model, capacity_bytes=int(r["capacity_bytes"]))
             k = res.kernels
-            blocks = _blocks(trace)
-            if len(real) != len(k):
-                continue
+            real = _column(_kernel_record(r["workload"], 1.0, ""), "duration_ns", len(k), 1.0)
+            blocks = dict(zip(t.kernels["kernel_id"], t.kernels["n_blocks"])) \
+                if "n_blocks" in t.kernels else {}   # the launch columns are v1.2's
             for i, x in k.iterrows():
                 z = int(x["zero_fill_pages"])
-                if z < 4096 or x["htod_bytes"] > 0:   # whole fills only (16 MiB or more)
+                # whole fills only (16 MiB or more) of kernels the timing run recorded
+                if z < 4096 or x["htod_bytes"] > 0 or real[i] != real[i]:
                     continue
                 name = x["name"].split("(")[0]
                 print(f"| {r['workload']} | {i} {name} | {blocks.get(i, '-')} | {z:,} | "
@@ -60,13 +57,6 @@ def main() -> int:
                       f"{real[i] / 1e6:.1f} | {x['sim_ns'] / 1e6:.1f} | "
                       f"{real[i] / z:.0f} | {x['sim_ns'] / z:.0f} |")
     return 0
-
-
-def _blocks(trace: Path) -> dict[int, int]:
-    """Thread blocks per kernel, from the trace's launch columns (v1.2)."""
-    import pyarrow.parquet as pq
-    k = pq.read_table(trace / "kernels.parquet").to_pandas()
-    return dict(zip(k["kernel_id"], k["n_blocks"])) if "n_blocks" in k else {}
 
 
 if __name__ == "__main__":
